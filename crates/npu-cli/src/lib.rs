@@ -1,0 +1,77 @@
+//! The `triton-npu` command line, as a library so that the Python module can run it in-process.
+//!
+//! Each subcommand lives in its own module and exposes a clap `Args` type and a `run` function
+//! returning the process exit code.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+pub mod doctor;
+
+/// Facts about the calling environment that Rust cannot learn by itself.
+#[derive(Debug, Clone, Default)]
+pub struct Host {
+    /// Set when running inside Python (the console script or `python -m triton_npu`).
+    pub python: Option<PythonHost>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct PythonHost {
+    pub executable: PathBuf,
+    pub version: String,
+    /// `triton.__version__`, if triton imports.
+    pub triton_version: Option<String>,
+    /// The directory of the `triton` package.
+    pub triton_dir: Option<PathBuf>,
+    /// `site.getsitepackages()` plus the user site: where pip installs tool packages.
+    pub site_packages: Vec<PathBuf>,
+}
+
+impl Host {
+    pub fn standalone() -> Host {
+        Host::default()
+    }
+}
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "triton-npu",
+    version = npu_target::VERSION,
+    about = "Triton backend for AMD XDNA NPUs: diagnose the setup, pack and inspect hsaco \
+             files, manage the kernel cache"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check the configuration, the target, the toolchain and the runtimes.
+    Doctor(doctor::DoctorArgs),
+}
+
+/// Parses `args` (program name first) and runs the command. Never panics outward: a panic
+/// inside a command is reported as an internal error with exit code 101.
+pub fn run<I, T>(args: I, host: &Host) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { 2 } else { 0 };
+        }
+    };
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match cli.command {
+        Command::Doctor(args) => doctor::run(&args, host),
+    }));
+    outcome.unwrap_or_else(|_| {
+        eprintln!("triton-npu: internal error (a bug; please report it with the command line)");
+        101
+    })
+}

@@ -1,0 +1,20 @@
+//! The configuration of triton-npu and the rules that follow from it.
+//!
+//! * [`config`]: every environment variable the driver reads, with programmatic overrides.
+//! * [`target`]: which NPU generation to compile for, detected through pluggable probes.
+//! * [`format`]: which artifact aircc produces for a target and runtime.
+//! * [`xrt_smi`]: the `xrt-smi examine` probe and its parser.
+
+pub mod config;
+pub mod error;
+pub mod format;
+pub mod target;
+pub mod xrt_smi;
+
+pub use config::{Config, Locations, Overrides, RuntimeKind, Setting};
+pub use error::{ConfigError, FormatError, Observation, TargetError};
+pub use format::OutputFormat;
+pub use target::{Detection, NpuVersion, ProbeOutcome, TargetProbe};
+
+/// The version of the triton-npu crates, part of every cache key and of `backend.hash()`.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
