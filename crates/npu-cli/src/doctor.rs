@@ -1,4 +1,12 @@
-//! `triton-npu doctor`.
+//! `triton-npu doctor`: one line per component, with what is missing and how to fix it.
+
+use serde::Serialize;
+
+use npu_target::target::{self, TargetProbe};
+use npu_target::xrt_smi::XrtSmiProbe;
+use npu_target::{Config, OutputFormat};
+
+use npu_toolchain::discovery::{self, SearchPaths};
 
 use crate::Host;
 
@@ -9,6 +17,290 @@ pub struct DoctorArgs {
     pub json: bool,
 }
 
-pub fn run(_args: &DoctorArgs, _host: &Host) -> u8 {
-    1
+/// The state of one component.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Ok,
+    /// Usable, but something is worth knowing.
+    Warn,
+    /// Compiling cannot work until this is fixed.
+    Error,
+    /// Not needed for compiling (e.g. a runtime in compile-only use).
+    Missing,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Line {
+    pub component: String,
+    pub status: Status,
+    pub detail: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub version: &'static str,
+    pub runtime: Option<String>,
+    pub target: Option<String>,
+    pub target_source: Option<String>,
+    pub output_format: Option<String>,
+    pub components: Vec<Line>,
+    /// Everything that stops compiling, as sentences.
+    pub errors: Vec<String>,
+    /// Whether the configuration is usable for compiling.
+    pub usable: bool,
+}
+
+impl Report {
+    fn push(&mut self, component: &str, status: Status, detail: String, fix: Option<String>) {
+        if status == Status::Error {
+            let mut e = format!("{component}: {detail}");
+            if let Some(f) = &fix {
+                e.push_str(&format!(" (fix: {f})"));
+            }
+            self.errors.push(e);
+        }
+        self.components.push(Line {
+            component: component.to_owned(),
+            status,
+            detail,
+            fix,
+        });
+    }
+}
+
+/// The probes target detection uses for this configuration, in upstream's order.
+fn probes(config: &Config) -> Vec<Box<dyn TargetProbe>> {
+    vec![Box::new(XrtSmiProbe::from_config(config))]
+}
+
+pub fn collect(host: &Host) -> Report {
+    let mut r = Report {
+        version: npu_target::VERSION,
+        runtime: None,
+        target: None,
+        target_source: None,
+        output_format: None,
+        components: Vec::new(),
+        errors: Vec::new(),
+        usable: false,
+    };
+    r.push(
+        "triton-npu",
+        Status::Ok,
+        npu_target::VERSION.to_owned(),
+        None,
+    );
+    match &host.python {
+        Some(py) => {
+            r.push(
+                "python",
+                Status::Ok,
+                format!("{} ({})", py.version, py.executable.display()),
+                None,
+            );
+            match (&py.triton_version, &py.triton_error) {
+                (Some(v), _) => r.push("triton", Status::Ok, v.clone(), None),
+                (None, err) => r.push(
+                    "triton",
+                    Status::Error,
+                    format!(
+                        "cannot be imported{}",
+                        err.as_ref().map(|e| format!(": {e}")).unwrap_or_default()
+                    ),
+                    Some("pip install 'triton>=3.9,<3.10'".to_owned()),
+                ),
+            }
+        }
+        None => r.push(
+            "python",
+            Status::Warn,
+            "not known to the standalone binary".to_owned(),
+            Some("run `python -m triton_npu doctor` to include Python and triton".to_owned()),
+        ),
+    }
+
+    let config = match Config::current() {
+        Ok(c) => c,
+        Err(e) => {
+            r.push(
+                "configuration",
+                Status::Error,
+                e.to_string(),
+                Some("correct or unset the variable".to_owned()),
+            );
+            return r;
+        }
+    };
+    r.runtime = Some(config.runtime.as_str().to_owned());
+    r.push(
+        "runtime",
+        Status::Ok,
+        config.runtime.as_str().to_owned(),
+        None,
+    );
+
+    let probes = probes(&config);
+    let probe_refs: Vec<&dyn TargetProbe> = probes.iter().map(|p| p.as_ref()).collect();
+    match target::detect_memoised(&config, &probe_refs) {
+        Ok(d) => {
+            r.target = Some(d.target.as_str().to_owned());
+            r.target_source = Some(d.source.clone());
+            r.push(
+                "target",
+                Status::Ok,
+                format!("{} ({}), from {}", d.target, d.target.arch(), d.source),
+                None,
+            );
+            match OutputFormat::resolve(config.output_format, config.runtime, d.target) {
+                Ok(f) => {
+                    r.output_format = Some(f.as_str().to_owned());
+                    let how = if config.output_format.is_some() {
+                        "AMD_TRITON_NPU_OUTPUT_FORMAT"
+                    } else {
+                        "default for the target"
+                    };
+                    r.push("output format", Status::Ok, format!("{f} ({how})"), None);
+                }
+                Err(e) => r.push(
+                    "output format",
+                    Status::Error,
+                    e.to_string(),
+                    Some("unset or change AMD_TRITON_NPU_OUTPUT_FORMAT".to_owned()),
+                ),
+            }
+        }
+        Err(e) => r.push(
+            "target",
+            Status::Error,
+            e.to_string(),
+            Some("set AMD_TRITON_NPU_TARGET=npu1 or npu2".to_owned()),
+        ),
+    }
+
+    tools(&mut r, &config, host);
+
+    r.usable = r.errors.is_empty();
+    r
+}
+
+/// One line per tool: where it was found and its version, or every place looked.
+fn tools(r: &mut Report, config: &Config, host: &Host) {
+    let search = SearchPaths {
+        site_packages: host
+            .python
+            .as_ref()
+            .map(|p| p.site_packages.clone())
+            .unwrap_or_default(),
+        triton_dir: host.python.as_ref().and_then(|p| p.triton_dir.clone()),
+    };
+    for tool in discovery::report(config, &search) {
+        match &tool.found {
+            Some(found) => r.push(
+                &tool.tool,
+                Status::Ok,
+                format!(
+                    "{} ({}, from {})",
+                    found.path.display(),
+                    found.identity.describe(),
+                    found.origin
+                ),
+                None,
+            ),
+            None => {
+                let detail = format!(
+                    "not found; needed for {}; looked in {}",
+                    tool.needed_for,
+                    summarize_places(&tool.searched)
+                );
+                r.push(
+                    &tool.tool,
+                    Status::Error,
+                    detail,
+                    Some(tool.install.clone()),
+                );
+            }
+        }
+    }
+}
+
+/// Where discovery looked, grouped by origin: every path for configured locations, a count
+/// for `PATH` (the full list is in `--json`).
+fn summarize_places(searched: &[npu_toolchain::error::Candidate]) -> String {
+    if searched.is_empty() {
+        return "no place (no location is configured and PATH is empty)".to_owned();
+    }
+    let mut groups: Vec<(&str, Vec<String>)> = Vec::new();
+    for c in searched {
+        let entry = format!(
+            "{}{}",
+            c.path.display(),
+            c.rejected
+                .as_deref()
+                .map(|w| format!(" ({w})"))
+                .unwrap_or_default()
+        );
+        match groups.iter_mut().find(|(origin, _)| *origin == c.origin) {
+            Some((_, paths)) => paths.push(entry),
+            None => groups.push((&c.origin, vec![entry])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(origin, paths)| {
+            if origin == "PATH" {
+                format!("PATH ({} directories)", paths.len())
+            } else {
+                format!("{origin}: {}", paths.join(", "))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+fn symbol(status: Status) -> &'static str {
+    match status {
+        Status::Ok => "ok",
+        Status::Warn => "warn",
+        Status::Error => "ERROR",
+        Status::Missing => "missing",
+    }
+}
+
+pub fn run(args: &DoctorArgs, host: &Host) -> u8 {
+    let report = collect(host);
+    if args.json {
+        match serde_json::to_string_pretty(&report) {
+            Ok(text) => println!("{text}"),
+            Err(e) => {
+                eprintln!("triton-npu doctor: cannot encode the report as JSON: {e}");
+                return 1;
+            }
+        }
+    } else {
+        for line in &report.components {
+            println!(
+                "{:<16} {:<7} {}",
+                line.component,
+                symbol(line.status),
+                line.detail
+            );
+            if let Some(fix) = &line.fix
+                && line.status != Status::Ok
+            {
+                println!("{:<16} {:<7} fix: {fix}", "", "");
+            }
+        }
+        if report.usable {
+            println!("\nThe configuration is usable for compiling.");
+        } else {
+            println!(
+                "\nNot usable for compiling yet: {} problem(s) above.",
+                report.errors.len()
+            );
+        }
+    }
+    if report.usable { 0 } else { 1 }
 }

@@ -8,7 +8,11 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+pub mod cache;
+pub mod compile;
 pub mod doctor;
+pub mod hsaco;
+pub mod run;
 
 /// Facts about the calling environment that Rust cannot learn by itself.
 #[derive(Debug, Clone, Default)]
@@ -23,6 +27,8 @@ pub struct PythonHost {
     pub version: String,
     /// `triton.__version__`, if triton imports.
     pub triton_version: Option<String>,
+    /// Why `import triton` failed, if it did.
+    pub triton_error: Option<String>,
     /// The directory of the `triton` package.
     pub triton_dir: Option<PathBuf>,
     /// `site.getsitepackages()` plus the user site: where pip installs tool packages.
@@ -51,6 +57,14 @@ struct Cli {
 enum Command {
     /// Check the configuration, the target, the toolchain and the runtimes.
     Doctor(doctor::DoctorArgs),
+    /// List, verify and clear the kernel cache.
+    Cache(cache::CacheArgs),
+    /// Pack, dump and check AIE hsaco code objects.
+    Hsaco(hsaco::HsacoArgs),
+    /// Dispatch one kernel of an hsaco through ROCr (bring-up).
+    Run(run::RunArgs),
+    /// Compile a ttsharedir (Linalg) MLIR kernel ahead of time.
+    Compile(compile::CompileArgs),
 }
 
 /// Parses `args` (program name first) and runs the command. Never panics outward: a panic
@@ -69,6 +83,10 @@ where
     };
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match cli.command {
         Command::Doctor(args) => doctor::run(&args, host),
+        Command::Cache(args) => cache::run(&args),
+        Command::Hsaco(args) => hsaco::run(&args),
+        Command::Run(args) => run::run(&args, host),
+        Command::Compile(args) => compile::run_for_host(&args, host),
     }));
     outcome.unwrap_or_else(|_| {
         eprintln!("triton-npu: internal error (a bug; please report it with the command line)");

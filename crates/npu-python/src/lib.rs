@@ -1,9 +1,24 @@
-//! `triton_npu._native`.
+//! `triton_npu._native`: the Rust core of triton-npu as a Python module.
+//!
+//! Each submodule registers its functions; Python wraps them in `triton_npu.*`. Every
+//! function converts Rust errors into Python exceptions with the message intact, and every
+//! call that may block releases the GIL.
 
 use pyo3::prelude::*;
+
+mod cache;
+mod cli;
+mod config;
+mod logging;
+mod toolchain;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", npu_target::VERSION)?;
+    config::register(m)?;
+    logging::register(m)?;
+    cache::register(m)?;
+    cli::register(m)?;
+    toolchain::register(m)?;
     Ok(())
 }

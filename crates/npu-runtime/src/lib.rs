@@ -12,6 +12,8 @@ use std::time::Duration;
 use npu_target::RuntimeKind;
 
 pub mod error;
+pub mod hsa;
+pub mod xrt;
 pub use error::RuntimeError;
 
 /// Upstream's limit on kernel arguments (`TRITON_NPU_HSA_MAX_KERNARGS`).

@@ -138,6 +138,7 @@ pub mod vars {
     pub const TRITON_SHARED_OPT_PATH: &str = "TRITON_SHARED_OPT_PATH";
     pub const XRT_DEV_DIR: &str = "XRT_DEV_DIR";
     pub const XILINX_XRT: &str = "XILINX_XRT";
+    pub const XRT_SHIM: &str = "AMD_TRITON_NPU_XRT_SHIM";
     pub const TRITON_CACHE_DIR: &str = "TRITON_CACHE_DIR";
     pub const TRITON_HOME: &str = "TRITON_HOME";
     pub const HOME: &str = "HOME";
@@ -161,6 +162,8 @@ pub struct Locations {
     pub triton_shared_opt_path: Option<PathBuf>,
     pub xrt_dev_dir: Option<PathBuf>,
     pub xilinx_xrt: Option<PathBuf>,
+    /// `AMD_TRITON_NPU_XRT_SHIM`: an explicit path to the XRT shim library.
+    pub xrt_shim: Option<PathBuf>,
     pub cache_dir: Option<PathBuf>,
     pub triton_cache_dir: Option<PathBuf>,
     pub triton_home: Option<PathBuf>,
@@ -462,6 +465,7 @@ impl Config {
             triton_shared_opt_path: path_var(vars::TRITON_SHARED_OPT_PATH),
             xrt_dev_dir: path_var(vars::XRT_DEV_DIR),
             xilinx_xrt: path_var(vars::XILINX_XRT),
+            xrt_shim: path_var(vars::XRT_SHIM),
             cache_dir: path_var(vars::CACHE_DIR),
             triton_cache_dir: path_var(vars::TRITON_CACHE_DIR),
             triton_home: path_var(vars::TRITON_HOME),

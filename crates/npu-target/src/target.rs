@@ -120,7 +120,9 @@ pub fn detect(config: &Config, probes: &[&dyn TargetProbe]) -> Result<Detection,
     }
     let mut observations = Vec::new();
     for probe in probes {
-        match probe.probe() {
+        let outcome = probe.probe();
+        tracing::debug!(probe = probe.name(), ?outcome, "target detection");
+        match outcome {
             ProbeOutcome::Unavailable(why) => observations.push(Observation {
                 probe: probe.name().to_owned(),
                 saw: why,

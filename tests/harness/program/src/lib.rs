@@ -252,10 +252,10 @@ impl Program {
     pub fn written_args(&self) -> Vec<bool> {
         let mut w = vec![false; self.num_args as usize];
         for op in &self.ops {
-            if let Op::Store { arg, .. } = op {
-                if let Some(slot) = w.get_mut(*arg as usize) {
-                    *slot = true;
-                }
+            if let Op::Store { arg, .. } = op
+                && let Some(slot) = w.get_mut(*arg as usize)
+            {
+                *slot = true;
             }
         }
         w

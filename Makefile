@@ -1,0 +1,67 @@
+# triton-npu — the two commands of the README are `make demo` and `make test`.
+# Everything they need is installed here, into .venv and target/, from package registries.
+
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+CARGO ?= cargo
+
+.PHONY: demo test venv develop harness bench lint rust-test python-test fmt doctor clean
+
+include mk/xrt.mk
+
+## demo: build, install into .venv and show what the installation sees.
+demo: develop
+	$(VENV)/bin/triton-npu doctor || true
+
+## test: everything — formatting, lints, Rust tests, the harness, Python tests.
+test: lint rust-test xrt-shim-check python-test
+
+venv: $(VENV)/.installed
+$(VENV)/.installed: pyproject.toml Makefile
+	python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q "maturin>=1.16,<2" "pytest>=8" "ruff>=0.6" "triton>=3.9,<3.10" numpy torch
+	touch $@
+
+## develop: build the native module (release) and install the package into .venv.
+develop: venv
+	VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(VENV))/bin:$$PATH \
+		$(VENV)/bin/maturin develop --release -q
+
+## harness: build the conformance harness into target/harness (tests only).
+harness:
+	$(CARGO) build --release -q $(addprefix -p ,$(shell for d in tests/harness/*/Cargo.toml; do sed -n 's/^name = "\(.*\)"/\1/p' $$d | head -n1; done))
+	bash tests/harness/install.sh
+
+lint: venv
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets -q -- -D warnings
+	$(VENV)/bin/ruff check python tests
+	$(VENV)/bin/ruff format --check python tests
+
+rust-test:
+	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
+		$(CARGO) nextest run --workspace --no-fail-fast; \
+	else \
+		$(CARGO) test --workspace --no-fail-fast; \
+	fi
+	$(CARGO) test --workspace --doc -q
+
+python-test: develop harness
+	$(VENV)/bin/pytest -q
+
+## bench: benchmarks; each prints `BENCH <name> <value> <unit>` lines.
+bench:
+	$(CARGO) bench --workspace -q 2>/dev/null | grep '^BENCH' || true
+
+fmt:
+	$(CARGO) fmt --all
+	$(VENV)/bin/ruff format python tests
+
+doctor: develop
+	$(VENV)/bin/triton-npu doctor
+
+clean:
+	rm -rf $(VENV) target/harness

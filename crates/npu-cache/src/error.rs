@@ -1,0 +1,199 @@
+//! The one error type of this crate.
+
+use std::convert::Infallible;
+use std::io;
+use std::path::PathBuf;
+
+use crate::key::Key;
+
+/// What went wrong with the cache; `B` is the error type of a caller's build step
+/// (only [`Cache::get_or_build`](crate::Cache::get_or_build) can produce [`CacheError::Build`]).
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError<B = Infallible> {
+    /// None of the variables that place the cache is set.
+    #[error(
+        "cannot place the kernel cache: none of AMD_TRITON_NPU_CACHE_DIR, TRITON_CACHE_DIR, \
+         TRITON_HOME or HOME is set; set AMD_TRITON_NPU_CACHE_DIR to a private directory"
+    )]
+    NoLocation,
+
+    /// The cache directory cannot be created or written.
+    #[error(
+        "cannot use {path} ({origin}) as the kernel cache directory: {source}; set \
+         AMD_TRITON_NPU_CACHE_DIR to a directory you can create and write"
+    )]
+    Unusable {
+        path: PathBuf,
+        /// Which variable (or caller) chose this directory.
+        origin: String,
+        #[source]
+        source: io::Error,
+    },
+
+    /// A directory or file of the cache belongs to someone else or can be written by others.
+    #[error(
+        "refusing to use {path}: {problem}. The kernel cache decides what code runs on the NPU, \
+         so it must belong to you and be writable only by you; {remedy}"
+    )]
+    Unsafe {
+        path: PathBuf,
+        problem: String,
+        remedy: String,
+    },
+
+    /// A file-system operation inside the cache failed.
+    #[error("kernel cache: cannot {action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+
+    /// The build step left something the cache will not store.
+    #[error(
+        "the build of cache entry {label} produced {path}, which {problem}; a build may only \
+         create regular files and directories with UTF-8 names"
+    )]
+    BadOutput {
+        label: String,
+        path: PathBuf,
+        problem: String,
+    },
+
+    /// The caller's build step failed; nothing was published.
+    #[error("building cache entry {label} failed: {source}")]
+    Build {
+        key: Key,
+        /// The kernel name (if given) and the short key, for messages.
+        label: String,
+        source: B,
+    },
+}
+
+impl CacheError {
+    /// The same error, typed for a caller whose build step fails with `B`.
+    pub fn widen<B>(self) -> CacheError<B> {
+        match self {
+            CacheError::NoLocation => CacheError::NoLocation,
+            CacheError::Unusable {
+                path,
+                origin,
+                source,
+            } => CacheError::Unusable {
+                path,
+                origin,
+                source,
+            },
+            CacheError::Unsafe {
+                path,
+                problem,
+                remedy,
+            } => CacheError::Unsafe {
+                path,
+                problem,
+                remedy,
+            },
+            CacheError::Io {
+                action,
+                path,
+                source,
+            } => CacheError::Io {
+                action,
+                path,
+                source,
+            },
+            CacheError::BadOutput {
+                label,
+                path,
+                problem,
+            } => CacheError::BadOutput {
+                label,
+                path,
+                problem,
+            },
+            CacheError::Build { source, .. } => match source {},
+        }
+    }
+}
+
+impl<B> CacheError<B> {
+    /// Splits a build failure (the caller's own error, returned as `Ok`) from the cache's own
+    /// errors (`Err`), so a caller can report each in its own terms.
+    pub fn into_build_error(self) -> Result<B, CacheError> {
+        Err(match self {
+            CacheError::Build { source, .. } => return Ok(source),
+            CacheError::NoLocation => CacheError::NoLocation,
+            CacheError::Unusable {
+                path,
+                origin,
+                source,
+            } => CacheError::Unusable {
+                path,
+                origin,
+                source,
+            },
+            CacheError::Unsafe {
+                path,
+                problem,
+                remedy,
+            } => CacheError::Unsafe {
+                path,
+                problem,
+                remedy,
+            },
+            CacheError::Io {
+                action,
+                path,
+                source,
+            } => CacheError::Io {
+                action,
+                path,
+                source,
+            },
+            CacheError::BadOutput {
+                label,
+                path,
+                problem,
+            } => CacheError::BadOutput {
+                label,
+                path,
+                problem,
+            },
+        })
+    }
+
+    /// Whether the error is about file-system access (permissions, ownership, I/O) rather than
+    /// about the build; bindings map these to `OSError`.
+    pub fn is_filesystem(&self) -> bool {
+        !matches!(
+            self,
+            CacheError::Build { .. } | CacheError::BadOutput { .. }
+        )
+    }
+
+    /// Whether the error is a refusal or denial of access (maps to `PermissionError`).
+    pub fn is_permission(&self) -> bool {
+        match self {
+            CacheError::Unsafe { .. } => true,
+            CacheError::Unusable { source, .. } | CacheError::Io { source, .. } => {
+                source.kind() == io::ErrorKind::PermissionDenied
+                    || source.kind() == io::ErrorKind::ReadOnlyFilesystem
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Shorthand for an [`CacheError::Io`] mapper.
+pub(crate) fn io_err(
+    action: &'static str,
+    path: impl Into<PathBuf>,
+) -> impl FnOnce(io::Error) -> CacheError {
+    let path = path.into();
+    move |source| CacheError::Io {
+        action,
+        path,
+        source,
+    }
+}

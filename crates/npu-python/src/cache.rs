@@ -1,0 +1,171 @@
+//! `triton_npu.cache`: the kernel cache (crate `npu-cache`) for Python callers.
+//!
+//! Waiting for locks and checking entries happen with the GIL released; the GIL is taken
+//! back only to run the caller's `build`.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use npu_cache::{Cache, CacheError, Entry, Inputs};
+use npu_target::Config;
+use pyo3::exceptions::{PyOSError, PyPermissionError, PyRuntimeError, PyTypeError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyString};
+
+use crate::config::config_error;
+
+/// Entries handed to Python stay protected from eviction (by their shared in-use lock) while
+/// they are among the most recent this many; each costs one open file.
+const PINNED_ENTRIES: usize = 256;
+
+/// An open cache with the root and size cap it was opened for.
+type OpenCache = (PathBuf, Option<u64>, Arc<Cache>);
+
+/// One handle per (root, size cap): a handle remembers which entries it has checksummed.
+static CACHES: Mutex<Vec<OpenCache>> = Mutex::new(Vec::new());
+static PINNED: Mutex<VecDeque<Entry>> = Mutex::new(VecDeque::new());
+
+enum OpenError {
+    Config(npu_target::ConfigError),
+    Cache(CacheError),
+}
+
+impl From<OpenError> for PyErr {
+    fn from(e: OpenError) -> PyErr {
+        match e {
+            OpenError::Config(e) => config_error(e),
+            OpenError::Cache(e) => to_py_err(&e),
+        }
+    }
+}
+
+/// The cache the current configuration names.
+fn current_cache() -> Result<Arc<Cache>, OpenError> {
+    let config = Config::current().map_err(OpenError::Config)?;
+    let location = npu_cache::resolve_location(&config.locations).map_err(OpenError::Cache)?;
+    let root = std::path::absolute(&location.root).unwrap_or(location.root);
+    let mut caches = CACHES.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((_, _, cache)) = caches
+        .iter()
+        .find(|(r, max, _)| *r == root && *max == config.cache_max_bytes)
+    {
+        return Ok(Arc::clone(cache));
+    }
+    let cache = Arc::new(Cache::open(&config).map_err(OpenError::Cache)?);
+    caches.push((root, config.cache_max_bytes, Arc::clone(&cache)));
+    Ok(cache)
+}
+
+/// Keeps `entry` in use; the oldest pins are released beyond [`PINNED_ENTRIES`].
+fn pin(entry: Entry) {
+    let mut pinned = PINNED.lock().unwrap_or_else(PoisonError::into_inner);
+    pinned.retain(|e| e.dir() != entry.dir());
+    pinned.push_back(entry);
+    while pinned.len() > PINNED_ENTRIES {
+        pinned.pop_front();
+    }
+}
+
+pub(crate) fn to_py_err<B>(e: &CacheError<B>) -> PyErr
+where
+    CacheError<B>: std::fmt::Display,
+{
+    let message = e.to_string();
+    if e.is_permission() {
+        PyPermissionError::new_err(message)
+    } else if e.is_filesystem() {
+        PyOSError::new_err(message)
+    } else {
+        PyRuntimeError::new_err(message)
+    }
+}
+
+fn inputs_from(dict: &Bound<'_, PyDict>) -> PyResult<Inputs> {
+    let mut inputs = Inputs::new();
+    for (name, value) in dict.iter() {
+        let name: String = name
+            .cast::<PyString>()
+            .map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "cache input names must be str, got {} ({})",
+                    name.repr()
+                        .map_or_else(|_| "?".to_owned(), |r| r.to_string()),
+                    type_name(&name)
+                ))
+            })?
+            .to_str()?
+            .to_owned();
+        let bytes = if let Ok(s) = value.cast::<PyString>() {
+            s.to_str()?.as_bytes().to_vec()
+        } else if let Ok(b) = value.cast::<PyBytes>() {
+            b.as_bytes().to_vec()
+        } else {
+            return Err(PyTypeError::new_err(format!(
+                "cache input {name:?} must be str or bytes, got {}",
+                type_name(&value)
+            )));
+        };
+        inputs.insert(name, bytes);
+    }
+    Ok(inputs)
+}
+
+fn type_name(value: &Bound<'_, PyAny>) -> String {
+    value
+        .get_type()
+        .name()
+        .map_or_else(|_| "?".to_owned(), |n| n.to_string())
+}
+
+/// Returns the directory of the entry for `inputs`, calling `build(path)` to fill a fresh
+/// directory if there is no sound entry. An exception raised by `build` propagates unchanged
+/// and publishes nothing.
+#[pyfunction]
+fn cache_get_or_build(
+    py: Python<'_>,
+    inputs: &Bound<'_, PyDict>,
+    build: Py<PyAny>,
+) -> PyResult<PathBuf> {
+    if !build.bind(py).is_callable() {
+        return Err(PyTypeError::new_err(format!(
+            "build must be callable (it receives the directory to fill), got {}",
+            type_name(build.bind(py))
+        )));
+    }
+    let inputs = inputs_from(inputs)?;
+    let outcome = py.detach(|| -> Result<Entry, PyErr> {
+        let cache = current_cache()?;
+        cache
+            .get_or_build(&inputs, |dir| {
+                Python::attach(|py| build.call1(py, (dir,)).map(drop))
+            })
+            .map_err(|e| match e {
+                CacheError::Build { source, .. } => source,
+                other => to_py_err(&other),
+            })
+    })?;
+    let dir = outcome.dir().to_owned();
+    pin(outcome);
+    Ok(dir)
+}
+
+/// The cache root of the current configuration (created, private, checked).
+#[pyfunction]
+fn cache_dir(py: Python<'_>) -> PyResult<PathBuf> {
+    let cache = py.detach(current_cache)?;
+    Ok(cache.root().to_owned())
+}
+
+/// The key (64 hex digits) `cache_get_or_build` would use for `inputs`.
+#[pyfunction]
+fn cache_key(inputs: &Bound<'_, PyDict>) -> PyResult<String> {
+    Ok(inputs_from(inputs)?.key().to_string())
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(cache_get_or_build, m)?)?;
+    m.add_function(wrap_pyfunction!(cache_dir, m)?)?;
+    m.add_function(wrap_pyfunction!(cache_key, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,38 @@
+//! Runs the `triton-npu` command line inside Python.
+
+use std::path::PathBuf;
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+/// Runs `triton-npu` with `args` (program name first) and returns its exit code. `facts`
+/// describes the Python environment (see `triton_npu.cli`). The GIL is released while the
+/// command runs.
+#[pyfunction]
+fn cli_main(py: Python<'_>, args: Vec<String>, facts: &Bound<'_, PyDict>) -> PyResult<u8> {
+    let get = |key: &str| -> PyResult<Option<String>> {
+        match facts.get_item(key)? {
+            Some(v) if !v.is_none() => Ok(Some(v.extract()?)),
+            _ => Ok(None),
+        }
+    };
+    let site_packages: Vec<String> = match facts.get_item("site_packages")? {
+        Some(v) => v.extract()?,
+        None => Vec::new(),
+    };
+    let host = npu_cli::Host {
+        python: Some(npu_cli::PythonHost {
+            executable: get("executable")?.map(PathBuf::from).unwrap_or_default(),
+            version: get("version")?.unwrap_or_default(),
+            triton_version: get("triton_version")?,
+            triton_error: get("triton_error")?,
+            triton_dir: get("triton_dir")?.map(PathBuf::from),
+            site_packages: site_packages.into_iter().map(PathBuf::from).collect(),
+        }),
+    };
+    Ok(py.detach(|| npu_cli::run(args, &host)))
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(cli_main, m)?)
+}

@@ -1,0 +1,357 @@
+//! The HSA (ROCr) implementation of [`Runtime`] for the NPU's AIE agent.
+//!
+//! ROCr is loaded at run time (see [`discovery`]); nothing links against it. The AIE agent
+//! allows one queue, so a process uses one runtime: [`HsaRuntime::global`]. Dispatches are
+//! serialised on that queue; loads may run concurrently and are cached by (hsaco digest,
+//! kernel name, variables).
+//!
+//! [`HsaRuntime::open`] and [`HsaRuntime::open_library`] make independent instances for tools
+//! and tests that load a ROCr of their own (each ROCr still allows one queue).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::Duration;
+
+use npu_target::{Config, RuntimeKind};
+use sha2::{Digest, Sha256};
+
+use crate::{
+    Artifact, DispatchOptions, DispatchReport, HostArg, MAX_KERNEL_ARGS, Program, Runtime,
+    RuntimeError, SharedBuffer,
+};
+
+pub mod discovery;
+mod dispatch;
+mod doctor;
+mod memory;
+mod probe;
+mod program;
+mod session;
+
+pub use doctor::{AgentReport, HsaReport, doctor_report};
+pub use probe::HsaTargetProbe;
+pub use program::{CodeSource, HsaKernel, Variable};
+
+use dispatch::{Dispatcher, Target};
+use memory::{DeviceMemory, HsaSharedBuffer, SharedRegions};
+use session::Session;
+
+/// The process-wide runtime.
+static GLOBAL: OnceLock<HsaRuntime> = OnceLock::new();
+static GLOBAL_INIT: Mutex<()> = Mutex::new(());
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct ProgramKey {
+    digest: [u8; 32],
+    kernel: String,
+    variables: Vec<Variable>,
+}
+
+/// The HSA runtime: an initialised ROCr, its AIE agent, the queue and the program cache.
+pub struct HsaRuntime {
+    id: u64,
+    session: Arc<Session>,
+    /// Where the library was found (e.g. `AMD_NPU_ROCR_PATH`).
+    source: String,
+    programs: Mutex<HashMap<ProgramKey, Program>>,
+    dispatcher: Mutex<Dispatcher>,
+    shared: Arc<SharedRegions>,
+    default_timeout: Option<Duration>,
+    verify_writeback: bool,
+}
+
+impl std::fmt::Debug for HsaRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HsaRuntime")
+            .field("library", &self.session.library_path())
+            .field("agent", &self.session.agent_name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HsaRuntime {
+    /// The process's runtime, opened on first use with `config` (ROCr discovery, the HSA
+    /// timeout) and the Python `site_packages` (for pip's rocm-sdk-core). Later calls return
+    /// the same instance whatever they pass; a failed open is not remembered, so a later call
+    /// may succeed once the setup is fixed.
+    pub fn global(
+        config: &Config,
+        site_packages: &[PathBuf],
+    ) -> Result<&'static HsaRuntime, RuntimeError> {
+        if let Some(runtime) = GLOBAL.get() {
+            return Ok(runtime);
+        }
+        let _guard = lock(&GLOBAL_INIT);
+        if let Some(runtime) = GLOBAL.get() {
+            return Ok(runtime);
+        }
+        let runtime = HsaRuntime::open(config, site_packages)?;
+        Ok(GLOBAL.get_or_init(|| runtime))
+    }
+
+    /// The process's runtime if [`HsaRuntime::global`] has opened it.
+    pub fn global_if_open() -> Option<&'static HsaRuntime> {
+        GLOBAL.get()
+    }
+
+    /// A new runtime over the ROCr that discovery finds. Prefer [`HsaRuntime::global`]: the
+    /// AIE agent allows one queue, so a second runtime on the same ROCr fails to create it.
+    pub fn open(config: &Config, site_packages: &[PathBuf]) -> Result<HsaRuntime, RuntimeError> {
+        let found = discovery::discover(config, site_packages);
+        let Some((candidate, library)) = found.found else {
+            return Err(RuntimeError::NotFound(discovery::not_found_message(
+                &found.refused,
+            )));
+        };
+        HsaRuntime::start(library, candidate.source, config)
+    }
+
+    /// A new runtime over the `libhsa-runtime64` at `library` (no search).
+    pub fn open_library(library: &Path, config: &Config) -> Result<HsaRuntime, RuntimeError> {
+        let lib = discovery::load_file(library).map_err(|r| {
+            RuntimeError::NotFound(format!(
+                "cannot use {}: {}. {}",
+                library.display(),
+                r.reason,
+                discovery::INSTALL_HINT
+            ))
+        })?;
+        HsaRuntime::start(lib, "explicit library".to_owned(), config)
+    }
+
+    fn start(
+        library: hsa_sys::HsaLibrary,
+        source: String,
+        config: &Config,
+    ) -> Result<HsaRuntime, RuntimeError> {
+        let session = Arc::new(Session::open(library)?);
+        let dispatcher = Dispatcher::new(&session)?;
+        tracing::debug!(
+            library = %session.library_path().display(),
+            agent = %session.agent_name,
+            "HSA runtime ready"
+        );
+        Ok(HsaRuntime {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            session,
+            source,
+            programs: Mutex::new(HashMap::new()),
+            dispatcher: Mutex::new(dispatcher),
+            shared: Arc::new(SharedRegions::default()),
+            default_timeout: config.hsa_timeout,
+            verify_writeback: config.hsa_verify_writeback,
+        })
+    }
+
+    /// The AIE agent's name: `aie2` (npu1) or `aie2p` (npu2).
+    pub fn agent_name(&self) -> &str {
+        &self.session.agent_name
+    }
+
+    /// The agent's column count, when this ROCr reports it.
+    pub fn columns(&self) -> Option<u32> {
+        self.session.columns
+    }
+
+    /// The `libhsa-runtime64` in use.
+    pub fn library_path(&self) -> PathBuf {
+        self.session.library_path()
+    }
+
+    /// Which discovery source found the library.
+    pub fn library_source(&self) -> &str {
+        &self.source
+    }
+
+    /// Loads `kernel_name` from the hsaco file at `path`.
+    pub fn prepare(&self, path: &Path, kernel_name: &str) -> Result<Program, RuntimeError> {
+        self.prepare_with_variables(CodeSource::File(path), kernel_name, &[])
+    }
+
+    /// Loads `kernel_name` from an hsaco held in memory.
+    pub fn prepare_bytes(&self, hsaco: &[u8], kernel_name: &str) -> Result<Program, RuntimeError> {
+        self.prepare_with_variables(CodeSource::Bytes(hsaco), kernel_name, &[])
+    }
+
+    /// Loads `kernel_name`, first defining each external variable with `size` bytes of
+    /// device-visible memory (read them back with [`HsaRuntime::variable`]).
+    pub fn prepare_with_variables(
+        &self,
+        source: CodeSource<'_>,
+        kernel_name: &str,
+        variables: &[Variable],
+    ) -> Result<Program, RuntimeError> {
+        // The cache key is the content, so the same hsaco from a file or from memory is one
+        // program.
+        let file_bytes;
+        let (what, digest_input): (String, &[u8]) = match source {
+            CodeSource::Bytes(b) => ("the hsaco".to_owned(), b),
+            CodeSource::File(path) => {
+                file_bytes = std::fs::read(path).map_err(|e| RuntimeError::Load {
+                    kernel: kernel_name.to_owned(),
+                    reason: format!("cannot read {}: {e}", path.display()),
+                })?;
+                (path.display().to_string(), &file_bytes)
+            }
+        };
+        let mut sorted = variables.to_vec();
+        sorted.sort();
+        if let Some(w) = sorted.windows(2).find(|w| w[0].name == w[1].name) {
+            return Err(RuntimeError::Load {
+                kernel: kernel_name.to_owned(),
+                reason: format!("variable {:?} is given twice", w[0].name),
+            });
+        }
+        let key = ProgramKey {
+            digest: Sha256::digest(digest_input).into(),
+            kernel: kernel_name.to_owned(),
+            variables: sorted,
+        };
+        if let Some(program) = lock(&self.programs).get(&key) {
+            return Ok(program.clone());
+        }
+        // Loaded outside the cache lock so other loads proceed; a racing duplicate is dropped.
+        let (code, kernel_object, kernarg_size) =
+            program::load(&self.session, source, &what, kernel_name, variables)?;
+        let kernel = HsaKernel {
+            runtime_id: self.id,
+            code,
+            kernel_object,
+            kernarg_size,
+        };
+        let num_args = (kernarg_size > 0).then_some(kernarg_size as usize / 16);
+        let program = Program::new(Arc::new(kernel), kernel_name.to_owned(), num_args);
+        Ok(lock(&self.programs).entry(key).or_insert(program).clone())
+    }
+
+    /// The device address and size of an external variable of a program loaded here.
+    pub fn variable(&self, program: &Program, name: &str) -> Option<(*mut u8, usize)> {
+        program.state::<HsaKernel>()?.variable(name)
+    }
+
+    fn check_args(
+        &self,
+        program: &Program,
+        args: &[HostArg],
+        options: &DispatchOptions<'_>,
+    ) -> Result<u64, RuntimeError> {
+        let invalid = |reason: String| RuntimeError::InvalidArguments {
+            kernel: program.kernel_name.clone(),
+            reason,
+        };
+        let kernel = program
+            .state::<HsaKernel>()
+            .ok_or_else(|| invalid("the program was not loaded by the HSA runtime".to_owned()))?;
+        if kernel.runtime_id != self.id {
+            return Err(invalid(
+                "the program was loaded by another HSA runtime instance".to_owned(),
+            ));
+        }
+        if args.len() > MAX_KERNEL_ARGS {
+            return Err(invalid(format!(
+                "{} buffer arguments; an AIE kernel takes at most {MAX_KERNEL_ARGS}",
+                args.len()
+            )));
+        }
+        if let Some(n) = program.num_args
+            && n != args.len()
+        {
+            return Err(invalid(format!(
+                "the kernel takes {n} buffer arguments (kernarg size {}), the dispatch passed {}",
+                kernel.kernarg_size,
+                args.len()
+            )));
+        }
+        if let Some(i) = args.iter().position(HostArg::is_empty) {
+            return Err(invalid(format!(
+                "argument {i} is empty (0 bytes); every buffer argument needs at least one byte"
+            )));
+        }
+        if let Some(w) = options.writeback
+            && w.len() != args.len()
+        {
+            return Err(invalid(format!(
+                "the write-back mask has {} entries for {} arguments",
+                w.len(),
+                args.len()
+            )));
+        }
+        Ok(kernel.kernel_object)
+    }
+}
+
+impl Runtime for HsaRuntime {
+    fn kind(&self) -> RuntimeKind {
+        RuntimeKind::Hsa
+    }
+
+    fn device_name(&self) -> Result<String, RuntimeError> {
+        Ok(self.session.agent_name.clone())
+    }
+
+    fn load(&self, artifact: &Artifact) -> Result<Program, RuntimeError> {
+        match artifact {
+            Artifact::Hsaco {
+                bytes,
+                kernel_name,
+                variables,
+            } => {
+                let variables: Vec<Variable> = variables
+                    .iter()
+                    .map(|(name, size)| Variable {
+                        name: name.clone(),
+                        size: *size,
+                    })
+                    .collect();
+                self.prepare_with_variables(CodeSource::Bytes(bytes), kernel_name, &variables)
+            }
+            Artifact::XclbinInsts { xclbin, .. } => Err(RuntimeError::Load {
+                kernel: xclbin.display().to_string(),
+                reason: "the HSA runtime loads hsaco files; an xclbin runs under \
+                         AMD_TRITON_NPU_RUNTIME=xrt (or pack it into an hsaco)"
+                    .into(),
+            }),
+            Artifact::Elf { kernel_name, .. } => Err(RuntimeError::Load {
+                kernel: kernel_name.clone(),
+                reason: "the HSA runtime loads hsaco files; a bare full ELF runs under \
+                         AMD_TRITON_NPU_RUNTIME=xrt (or pack it into an hsaco)"
+                    .into(),
+            }),
+        }
+    }
+
+    fn alloc_shared(&self, len: usize) -> Result<Box<dyn SharedBuffer>, RuntimeError> {
+        if len == 0 {
+            return Err(RuntimeError::Call {
+                call: "alloc_shared".into(),
+                reason: "a shared buffer needs at least one byte".into(),
+            });
+        }
+        let memory = DeviceMemory::allocate(&self.session, self.session.pools.data, len)?;
+        Ok(Box::new(HsaSharedBuffer::new(memory, self.shared.clone())))
+    }
+
+    fn dispatch(
+        &self,
+        program: &Program,
+        args: &[HostArg],
+        options: &DispatchOptions<'_>,
+    ) -> Result<DispatchReport, RuntimeError> {
+        let kernel_object = self.check_args(program, args, options)?;
+        let target = Target {
+            name: &program.kernel_name,
+            kernel_object,
+            timeout: options.timeout.or(self.default_timeout),
+            writeback: options.writeback,
+            verify_writeback: self.verify_writeback,
+        };
+        lock(&self.dispatcher).dispatch(&target, args, &self.shared)
+    }
+}

@@ -1,0 +1,119 @@
+//! What `triton-npu doctor` reports about XRT, and target detection through XRT's device name.
+
+use std::path::PathBuf;
+
+use npu_target::{Config, NpuVersion, ProbeOutcome, TargetProbe};
+use xrt_sys::Device;
+
+use super::discovery;
+
+/// The XRT part of the doctor's report.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct XrtReport {
+    /// The shim in use, or why none could be loaded (every place looked, what to do).
+    pub shim: Result<PathBuf, String>,
+    /// Where `libxrt_coreutil.so.2` was loaded from; `None` when the shim does not need it
+    /// (the harness stand-in) or was not loaded.
+    pub coreutil: Option<PathBuf>,
+    /// XRT's version as the shim reads it.
+    pub xrt_version: Option<Result<String, String>>,
+    /// Device 0's name, or why it could not be opened.
+    pub device: Option<Result<String, String>>,
+    /// The NPU generation the device name implies.
+    pub target: Option<NpuVersion>,
+}
+
+impl XrtReport {
+    /// Whether XRT can run kernels here.
+    pub fn usable(&self) -> bool {
+        matches!(self.device, Some(Ok(_)))
+    }
+}
+
+impl std::fmt::Display for XrtReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.shim {
+            Ok(path) => writeln!(f, "XRT shim: {}", path.display())?,
+            Err(why) => return writeln!(f, "XRT shim: not loaded: {why}"),
+        }
+        match &self.coreutil {
+            Some(path) => writeln!(f, "XRT coreutil: {}", path.display())?,
+            None => writeln!(f, "XRT coreutil: not needed by this shim")?,
+        }
+        match &self.xrt_version {
+            Some(Ok(v)) => writeln!(f, "XRT version: {v}")?,
+            Some(Err(why)) => writeln!(f, "XRT version: unknown ({why})")?,
+            None => {}
+        }
+        match (&self.device, self.target) {
+            (Some(Ok(name)), Some(t)) => writeln!(f, "XRT device: {name} ({t})"),
+            (Some(Ok(name)), None) => {
+                writeln!(f, "XRT device: {name} (not a known NPU generation)")
+            }
+            (Some(Err(why)), _) => writeln!(f, "XRT device: none: {why}"),
+            (None, _) => Ok(()),
+        }
+    }
+}
+
+/// Loads the shim and asks XRT for its version and device 0's name. `shim_dirs` are the
+/// installed package's directories that may hold `libtriton_npu_xrt.so`.
+pub fn doctor_report(config: &Config, shim_dirs: &[PathBuf]) -> XrtReport {
+    let shim = match xrt_sys::load(&discovery::search(config, shim_dirs)) {
+        Ok(shim) => shim,
+        Err(e) => {
+            return XrtReport {
+                shim: Err(e.to_string()),
+                coreutil: None,
+                xrt_version: None,
+                device: None,
+                target: None,
+            };
+        }
+    };
+    let device = Device::open(&shim, 0).and_then(|d| d.name());
+    let target = device
+        .as_ref()
+        .ok()
+        .and_then(|name| NpuVersion::from_device_name(name));
+    XrtReport {
+        shim: Ok(shim.path().to_path_buf()),
+        coreutil: shim.coreutil().map(PathBuf::from),
+        xrt_version: Some(shim.xrt_version().map_err(|e| e.to_string())),
+        device: Some(device.map_err(|e| e.to_string())),
+        target,
+    }
+}
+
+/// Target detection through XRT: the name of device 0 (e.g. `NPU Strix`), a device model.
+#[derive(Debug, Clone)]
+pub struct XrtTargetProbe {
+    config: Config,
+    shim_dirs: Vec<PathBuf>,
+}
+
+impl XrtTargetProbe {
+    pub fn new(config: &Config, shim_dirs: &[PathBuf]) -> XrtTargetProbe {
+        XrtTargetProbe {
+            config: config.clone(),
+            shim_dirs: shim_dirs.to_vec(),
+        }
+    }
+}
+
+impl TargetProbe for XrtTargetProbe {
+    fn name(&self) -> &str {
+        "XRT device"
+    }
+
+    fn probe(&self) -> ProbeOutcome {
+        let shim = match discovery::load_shim(&self.config, &self.shim_dirs) {
+            Ok(shim) => shim,
+            Err(e) => return ProbeOutcome::Unavailable(e.to_string()),
+        };
+        match Device::open(&shim, 0).and_then(|d| d.name()) {
+            Ok(name) => ProbeOutcome::Device(name),
+            Err(e) => ProbeOutcome::Unavailable(format!("XRT could not open device 0: {e}")),
+        }
+    }
+}

@@ -1,0 +1,689 @@
+//! Finding the external tools: `air-opt` and `aircc` (mlir-air), Peano (llvm-aie) and
+//! `triton-shared-opt`.
+//!
+//! Locations come from [`npu_target::Config`] (`config.locations`), never from the process
+//! environment directly, plus the Python facts Rust cannot learn by itself ([`SearchPaths`]).
+//! Search orders:
+//!
+//! * `air-opt`, `aircc`: `$MLIR_AIR_INSTALL_DIR/bin`; for each site-packages directory, the
+//!   directories named by `mlir-air.pth` with `../bin` appended (the layout of the mlir-air
+//!   wheel), then `<site>/mlir_air/bin`; then `PATH`.
+//! * Peano: the parent of `$LLVM_BINARY_DIR`, `$PEANO_INSTALL_DIR`, then `<site>/llvm-aie` for
+//!   each site-packages directory. A root counts only if `bin/llc --version` lists `aie2`
+//!   (a host LLVM would otherwise fail later with "unrecognized architecture").
+//! * `triton-shared-opt`: `$TRITON_SHARED_OPT_PATH` (the binary, or a directory holding it),
+//!   `PATH`, then `<triton package>/triton_shared/triton-shared-opt`.
+//!
+//! Each tool found carries a [`ToolIdentity`] for cache keys.
+
+use std::ffi::OsString;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use npu_target::Config;
+use sha2::{Digest, Sha256};
+
+use crate::error::{Candidate, MissingTool, Result, ToolchainError};
+use crate::process::{self, RunOutcome, ToolRun};
+
+/// Where pip-installed tool packages may be; Rust cannot ask Python for `sys.path`, so the
+/// caller (the Python module or the CLI run from Python) passes them in.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SearchPaths {
+    /// `site.getsitepackages()` plus the user site, in Python's order.
+    pub site_packages: Vec<PathBuf>,
+    /// The directory of the installed `triton` package.
+    pub triton_dir: Option<PathBuf>,
+}
+
+/// What identifies a tool build in a cache key.
+///
+/// `version` is the first line of `<tool> --version` output that mentions a version (else its
+/// first non-empty line). A tool without a working `--version` (non-zero exit, no output, or no
+/// answer within 20 s) is identified by the SHA-256 of its binary instead. `size` is the size
+/// of the binary in bytes, so that two builds reporting the same LLVM version still differ.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize)]
+pub struct ToolIdentity {
+    pub version: Option<String>,
+    pub sha256: Option<String>,
+    pub size: u64,
+}
+
+impl ToolIdentity {
+    /// One line for cache keys and reports.
+    pub fn describe(&self) -> String {
+        match (&self.version, &self.sha256) {
+            (Some(v), _) => format!("{v} ({} bytes)", self.size),
+            (None, Some(h)) => format!("sha256:{h} ({} bytes)", self.size),
+            (None, None) => format!("unknown ({} bytes)", self.size),
+        }
+    }
+}
+
+/// A tool that was found.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Tool {
+    /// `air-opt`, `aircc`, `peano` or `triton-shared-opt`.
+    pub name: String,
+    /// The executable; for Peano, the install root (the directory holding `bin/llc`).
+    pub path: PathBuf,
+    /// Which search location supplied it, e.g. `MLIR_AIR_INSTALL_DIR`.
+    pub origin: String,
+    pub identity: ToolIdentity,
+}
+
+/// The tools a compile needs.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Toolchain {
+    pub air_opt: Tool,
+    pub aircc: Tool,
+    /// The Peano (llvm-aie) root passed to aircc as `--peano=<root>`.
+    pub peano: Tool,
+}
+
+impl Toolchain {
+    /// Finds every tool a compile needs; when any is missing, one error names each missing
+    /// tool, every place looked and how to install it.
+    pub fn discover(config: &Config, search: &SearchPaths) -> Result<Toolchain> {
+        let air_opt = find_air_tool("air-opt", config, search);
+        let aircc = find_air_tool("aircc", config, search);
+        let peano = find_peano(config, search);
+        match (air_opt, aircc, peano) {
+            (Ok(air_opt), Ok(aircc), Ok(peano)) => Ok(Toolchain {
+                air_opt,
+                aircc,
+                peano,
+            }),
+            (a, b, c) => Err(ToolchainError::ToolsMissing(
+                [a.err(), b.err(), c.err()].into_iter().flatten().collect(),
+            )),
+        }
+    }
+
+    /// The identity of every tool, one `name=identity` entry per line, for cache keys.
+    pub fn fingerprint(&self) -> String {
+        [&self.air_opt, &self.aircc, &self.peano]
+            .iter()
+            .map(|t| format!("{}={}\n", t.name, t.identity.describe()))
+            .collect()
+    }
+}
+
+/// One line of `triton-npu doctor`: a tool, where it was found (or every place looked) and
+/// its version.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ToolReport {
+    pub tool: String,
+    /// Whether compiles need it (`triton-shared-opt` is needed by the Python compiler stage).
+    pub needed_for: String,
+    pub found: Option<Tool>,
+    /// Every place looked, in order, with the reason each was refused.
+    pub searched: Vec<Candidate>,
+    pub install: String,
+}
+
+/// Looks for every tool and reports each, found or not. Never fails.
+pub fn report(config: &Config, search: &SearchPaths) -> Vec<ToolReport> {
+    let entry = |tool: &str, needed_for: &str, result: std::result::Result<Tool, MissingTool>| {
+        let (found, searched, install) = match result {
+            Ok(tool) => {
+                let searched = vec![Candidate {
+                    origin: tool.origin.clone(),
+                    path: tool.path.clone(),
+                    rejected: None,
+                }];
+                let install = install_hint(&tool.name);
+                (Some(tool), searched, install)
+            }
+            Err(m) => (None, m.searched, m.install),
+        };
+        ToolReport {
+            tool: tool.to_owned(),
+            needed_for: needed_for.to_owned(),
+            found,
+            searched,
+            install,
+        }
+    };
+    vec![
+        entry(
+            "air-opt",
+            "lowering Linalg to AIR",
+            find_air_tool("air-opt", config, search),
+        ),
+        entry(
+            "aircc",
+            "building NPU binaries",
+            find_air_tool("aircc", config, search),
+        ),
+        entry(
+            "peano",
+            "aircc's AIE core compiler (llvm-aie)",
+            find_peano(config, search),
+        ),
+        entry(
+            "triton-shared-opt",
+            "Triton's ttsharedir stage (TTIR to Linalg)",
+            find_triton_shared_opt(config, search),
+        ),
+    ]
+}
+
+/// How to install a tool, by name.
+pub fn install_hint(tool: &str) -> String {
+    match tool {
+        "air-opt" | "aircc" => "install mlir-air into the Python environment that runs Triton: \
+             pip install \"mlir_air[aie]\" \
+             -f https://github.com/Xilinx/mlir-air/releases/expanded_assets/latest-air-wheels-no-rtti \
+             -f https://github.com/Xilinx/mlir-aie/releases/expanded_assets/v1.4.0 \
+             -f https://github.com/Xilinx/llvm-aie/releases/expanded_assets/nightly \
+             — or set MLIR_AIR_INSTALL_DIR to an mlir-air install prefix whose bin/ holds \
+             air-opt and aircc"
+            .to_owned(),
+        "peano" => "install Peano (llvm-aie): pip install llvm-aie \
+             -f https://github.com/Xilinx/llvm-aie/releases/expanded_assets/nightly \
+             — or set PEANO_INSTALL_DIR to its root (the directory whose bin/llc --version \
+             lists aie2), or LLVM_BINARY_DIR to that root's bin/"
+            .to_owned(),
+        "triton-shared-opt" => "set TRITON_SHARED_OPT_PATH to a triton-shared-opt binary \
+             (built from microsoft/triton-shared) or to the directory holding it, or put it on \
+             PATH"
+            .to_owned(),
+        other => format!("install {other}"),
+    }
+}
+
+/// Finds `air-opt` or `aircc`.
+pub fn find_air_tool(
+    name: &str,
+    config: &Config,
+    search: &SearchPaths,
+) -> std::result::Result<Tool, MissingTool> {
+    let mut places: Vec<(String, PathBuf)> = Vec::new();
+    let mut searched = Vec::new();
+    if let Some(dir) = &config.locations.mlir_air_install_dir {
+        places.push(("MLIR_AIR_INSTALL_DIR".into(), dir.join("bin").join(name)));
+    }
+    for site in &search.site_packages {
+        let pth = site.join("mlir-air.pth");
+        match std::fs::read_to_string(&pth) {
+            Ok(text) => {
+                for dir in pth_dirs(site, &text) {
+                    let bin = dir.parent().unwrap_or(&dir).join("bin").join(name);
+                    places.push((format!("{}", pth.display()), bin));
+                }
+            }
+            Err(_) => searched.push(Candidate {
+                origin: "mlir-air wheel".into(),
+                path: pth.clone(),
+                rejected: Some("no mlir-air.pth here (mlir-air not installed in this site)".into()),
+            }),
+        }
+        places.push((
+            format!("mlir_air package in {}", site.display()),
+            site.join("mlir_air").join("bin").join(name),
+        ));
+    }
+    for dir in &config.locations.path {
+        places.push(("PATH".into(), dir.join(name)));
+    }
+    pick_executable(name, places, searched)
+}
+
+/// The directories a `.pth` file adds to `sys.path` (relative lines are relative to the site
+/// directory; `import` lines and comments add nothing).
+fn pth_dirs(site: &Path, text: &str) -> Vec<PathBuf> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with("import "))
+        .map(|l| {
+            let p = PathBuf::from(l);
+            if p.is_absolute() { p } else { site.join(p) }
+        })
+        .collect()
+}
+
+/// Finds the Peano (llvm-aie) root.
+pub fn find_peano(config: &Config, search: &SearchPaths) -> std::result::Result<Tool, MissingTool> {
+    let mut roots: Vec<(String, PathBuf)> = Vec::new();
+    if let Some(bin) = &config.locations.llvm_binary_dir {
+        let root = bin
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| bin.clone());
+        roots.push(("LLVM_BINARY_DIR (its parent)".into(), root));
+    }
+    if let Some(root) = &config.locations.peano_install_dir {
+        roots.push(("PEANO_INSTALL_DIR".into(), root.clone()));
+    }
+    for site in &search.site_packages {
+        roots.push((
+            format!("llvm-aie package in {}", site.display()),
+            site.join("llvm-aie"),
+        ));
+    }
+    let mut searched = Vec::new();
+    for (origin, root) in roots {
+        let llc = root.join("bin").join("llc");
+        if let Err(why) = executable(&llc) {
+            searched.push(Candidate {
+                origin,
+                path: root,
+                rejected: Some(format!("bin/llc {why}")),
+            });
+            continue;
+        }
+        let probe = version_output(&llc);
+        match probe {
+            Ok(out) if out.contains("aie2") => {
+                let identity = identity_from(&llc, Some(out));
+                return Ok(Tool {
+                    name: "peano".into(),
+                    path: root,
+                    origin,
+                    identity,
+                });
+            }
+            Ok(out) => searched.push(Candidate {
+                origin,
+                path: root,
+                rejected: Some(format!(
+                    "bin/llc --version lists no aie2 target (not Peano/llvm-aie: {})",
+                    version_line(&out).unwrap_or_else(|| "no version printed".into())
+                )),
+            }),
+            Err(why) => searched.push(Candidate {
+                origin,
+                path: root,
+                rejected: Some(format!("bin/llc --version failed: {why}")),
+            }),
+        }
+    }
+    Err(MissingTool {
+        tool: "peano".into(),
+        searched,
+        install: install_hint("peano"),
+    })
+}
+
+/// Finds `triton-shared-opt`.
+pub fn find_triton_shared_opt(
+    config: &Config,
+    search: &SearchPaths,
+) -> std::result::Result<Tool, MissingTool> {
+    const NAME: &str = "triton-shared-opt";
+    let mut places: Vec<(String, PathBuf)> = Vec::new();
+    if let Some(p) = &config.locations.triton_shared_opt_path {
+        let path = if p.is_dir() { p.join(NAME) } else { p.clone() };
+        places.push(("TRITON_SHARED_OPT_PATH".into(), path));
+    }
+    for dir in &config.locations.path {
+        places.push(("PATH".into(), dir.join(NAME)));
+    }
+    if let Some(triton) = &search.triton_dir {
+        places.push((
+            "triton package".into(),
+            triton.join("triton_shared").join(NAME),
+        ));
+    }
+    pick_executable(NAME, places, Vec::new())
+}
+
+fn pick_executable(
+    name: &str,
+    places: Vec<(String, PathBuf)>,
+    mut searched: Vec<Candidate>,
+) -> std::result::Result<Tool, MissingTool> {
+    for (origin, path) in places {
+        match executable(&path) {
+            Ok(()) => {
+                let identity = identity_from(&path, version_output(&path).ok());
+                return Ok(Tool {
+                    name: name.to_owned(),
+                    path,
+                    origin,
+                    identity,
+                });
+            }
+            Err(why) => searched.push(Candidate {
+                origin,
+                path,
+                rejected: Some(why),
+            }),
+        }
+    }
+    Err(MissingTool {
+        tool: name.to_owned(),
+        searched,
+        install: install_hint(name),
+    })
+}
+
+/// `Ok` for a regular file with an execute bit; otherwise why not.
+fn executable(path: &Path) -> std::result::Result<(), String> {
+    match std::fs::metadata(path) {
+        Err(_) => Err("does not exist".into()),
+        Ok(m) if !m.is_file() => Err("is not a file".into()),
+        Ok(m) if m.permissions().mode() & 0o111 == 0 => Err("is not executable".into()),
+        Ok(_) => Ok(()),
+    }
+}
+
+const VERSION_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Runs `<tool> --version` and returns its output (stdout and stderr), or why that failed.
+fn version_output(tool: &Path) -> std::result::Result<String, String> {
+    let dir = tempfile::tempdir().map_err(|e| format!("no temporary directory: {e}"))?;
+    let log = dir.path().join("version.log");
+    let args = [OsString::from("--version")];
+    let outcome = process::run(
+        &ToolRun {
+            program: tool,
+            args: &args,
+            cwd: dir.path(),
+            log: &log,
+            deadline: Instant::now() + VERSION_TIMEOUT,
+        },
+        &mut process::Quiet,
+    )
+    .map_err(|e| format!("cannot run it: {e}"))?;
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    match outcome {
+        RunOutcome::Finished(s) if s.success() => Ok(text),
+        RunOutcome::Finished(s) => Err(process::describe_status(&s)),
+        RunOutcome::TimedOut => Err(format!("no answer within {} s", VERSION_TIMEOUT.as_secs())),
+    }
+}
+
+/// The line of `--version` output that names the version (see [`ToolIdentity`]).
+pub fn version_line(output: &str) -> Option<String> {
+    let lines = || output.lines().map(str::trim).filter(|l| !l.is_empty());
+    lines()
+        .find(|l| l.to_ascii_lowercase().contains("version"))
+        .or_else(|| lines().next())
+        .map(str::to_owned)
+}
+
+fn identity_from(binary: &Path, version_out: Option<String>) -> ToolIdentity {
+    let size = std::fs::metadata(binary).map(|m| m.len()).unwrap_or(0);
+    let version = version_out.as_deref().and_then(version_line);
+    let sha256 = if version.is_none() {
+        sha256_file(binary)
+    } else {
+        None
+    };
+    ToolIdentity {
+        version,
+        sha256,
+        size,
+    }
+}
+
+fn sha256_file(path: &Path) -> Option<String> {
+    let mut file = std::fs::File::open(path).ok()?;
+    let mut hasher = Sha256::new();
+    std::io::copy(&mut file, &mut hasher).ok()?;
+    Some(
+        hasher
+            .finalize()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use npu_target::Overrides;
+
+    fn config(pairs: &[(&str, String)]) -> Config {
+        let pairs = pairs.to_vec();
+        Config::load(
+            &move |n| pairs.iter().find(|(k, _)| *k == n).map(|(_, v)| v.clone()),
+            &Overrides::default(),
+        )
+        .unwrap()
+    }
+
+    fn tool(path: &Path, body: &str) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    fn llc(root: &Path, targets: &str) {
+        tool(
+            &root.join("bin/llc"),
+            &format!(
+                "echo 'LLVM (http://llvm.org/):'; echo '  LLVM version 19.0.0 {}'; \
+                 echo '  Registered Targets:'; for t in {targets}; do echo \"    $t - target\"; done",
+                root.display()
+            ),
+        );
+    }
+
+    #[test]
+    fn air_tools_search_order() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path();
+        let install = root.join("install");
+        let site = root.join("site");
+        let pathdir = root.join("pathdir");
+        let v = "echo \"aircc version $0\"";
+        // The same tool in every location: the first location wins, then the next, …
+        tool(&install.join("bin/aircc"), v);
+        std::fs::create_dir_all(&site).unwrap();
+        std::fs::write(
+            site.join("mlir-air.pth"),
+            "# comment\nimport os\nwheel/python\n",
+        )
+        .unwrap();
+        tool(&site.join("wheel/bin/aircc"), v);
+        tool(&site.join("mlir_air/bin/aircc"), v);
+        tool(&pathdir.join("aircc"), v);
+        let search = SearchPaths {
+            site_packages: vec![site.clone()],
+            triton_dir: None,
+        };
+        let all = config(&[
+            ("MLIR_AIR_INSTALL_DIR", install.display().to_string()),
+            ("PATH", pathdir.display().to_string()),
+        ]);
+        let found = find_air_tool("aircc", &all, &search).unwrap();
+        assert_eq!(found.path, install.join("bin/aircc"));
+        assert_eq!(found.origin, "MLIR_AIR_INSTALL_DIR");
+        assert_eq!(
+            found.identity.version.as_deref(),
+            Some(format!("aircc version {}", install.join("bin/aircc").display()).as_str())
+        );
+
+        let no_env = config(&[("PATH", pathdir.display().to_string())]);
+        let found = find_air_tool("aircc", &no_env, &search).unwrap();
+        assert_eq!(found.path, site.join("wheel/bin/aircc"));
+        assert!(found.origin.ends_with("mlir-air.pth"), "{}", found.origin);
+        std::fs::remove_file(site.join("mlir-air.pth")).unwrap();
+        let found = find_air_tool("aircc", &no_env, &search).unwrap();
+        assert_eq!(found.path, site.join("mlir_air/bin/aircc"));
+
+        let found = find_air_tool("aircc", &no_env, &SearchPaths::default()).unwrap();
+        assert_eq!(found.path, pathdir.join("aircc"));
+        assert_eq!(found.origin, "PATH");
+
+        // A non-executable file in the first place is skipped and reported.
+        std::fs::set_permissions(
+            install.join("bin/aircc"),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .unwrap();
+        let found = find_air_tool("aircc", &all, &SearchPaths::default()).unwrap();
+        assert_eq!(found.path, pathdir.join("aircc"));
+    }
+
+    #[test]
+    fn missing_tools_list_every_place_and_the_fix() {
+        let t = tempfile::tempdir().unwrap();
+        let site = t.path().join("site");
+        std::fs::create_dir_all(&site).unwrap();
+        let cfg = config(&[
+            (
+                "MLIR_AIR_INSTALL_DIR",
+                t.path().join("air").display().to_string(),
+            ),
+            (
+                "PEANO_INSTALL_DIR",
+                t.path().join("peano").display().to_string(),
+            ),
+            ("PATH", t.path().join("p1").display().to_string()),
+        ]);
+        let search = SearchPaths {
+            site_packages: vec![site.clone()],
+            triton_dir: None,
+        };
+        let err = Toolchain::discover(&cfg, &search).unwrap_err();
+        let ToolchainError::ToolsMissing(missing) = &err else {
+            panic!("{err}")
+        };
+        let names: Vec<&str> = missing.iter().map(|m| m.tool.as_str()).collect();
+        assert_eq!(names, ["air-opt", "aircc", "peano"]);
+        let text = err.to_string();
+        for want in [
+            "air-opt, aircc, peano not found",
+            &format!("{}", t.path().join("air/bin/aircc").display()),
+            &format!("{}", site.join("mlir-air.pth").display()),
+            &format!("{}", site.join("mlir_air/bin/air-opt").display()),
+            &format!("{}", t.path().join("p1/aircc").display()),
+            &format!("{}", t.path().join("peano").display()),
+            &format!("{}", site.join("llvm-aie").display()),
+            "pip install \"mlir_air[aie]\"",
+            "pip install llvm-aie",
+            "MLIR_AIR_INSTALL_DIR",
+            "PEANO_INSTALL_DIR",
+        ] {
+            assert!(text.contains(want), "missing {want:?} in:\n{text}");
+        }
+    }
+
+    #[test]
+    fn peano_search_order_and_aie_check() {
+        let t = tempfile::tempdir().unwrap();
+        let llvm = t.path().join("llvm");
+        let peano = t.path().join("peano");
+        let site = t.path().join("site");
+        llc(&llvm, "x86-64 aie2 aie2p");
+        llc(&peano, "aie2 aie2p");
+        llc(&site.join("llvm-aie"), "aie2p");
+        let search = SearchPaths {
+            site_packages: vec![site.clone()],
+            triton_dir: None,
+        };
+        let both = config(&[
+            ("LLVM_BINARY_DIR", llvm.join("bin").display().to_string()),
+            ("PEANO_INSTALL_DIR", peano.display().to_string()),
+        ]);
+        let found = find_peano(&both, &search).unwrap();
+        assert_eq!(found.path, llvm);
+        assert!(
+            found
+                .identity
+                .version
+                .as_deref()
+                .unwrap()
+                .contains("LLVM version 19.0.0")
+        );
+
+        let only_peano = config(&[("PEANO_INSTALL_DIR", peano.display().to_string())]);
+        assert_eq!(find_peano(&only_peano, &search).unwrap().path, peano);
+        assert_eq!(
+            find_peano(&config(&[]), &search).unwrap().path,
+            site.join("llvm-aie")
+        );
+
+        // A host LLVM (no aie2 target) is refused with the reason, and the search goes on.
+        llc(&llvm, "x86-64 aarch64");
+        let found = find_peano(&both, &search).unwrap();
+        assert_eq!(found.path, peano);
+        let err = find_peano(
+            &config(&[("LLVM_BINARY_DIR", llvm.join("bin").display().to_string())]),
+            &SearchPaths::default(),
+        )
+        .unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("lists no aie2 target"), "{text}");
+    }
+
+    #[test]
+    fn triton_shared_opt_search_order() {
+        let t = tempfile::tempdir().unwrap();
+        let explicit = t.path().join("explicit");
+        let pathdir = t.path().join("pathdir");
+        let triton = t.path().join("triton");
+        tool(&explicit.join("triton-shared-opt"), "echo v1");
+        tool(&pathdir.join("triton-shared-opt"), "echo v2");
+        tool(&triton.join("triton_shared/triton-shared-opt"), "echo v3");
+        let search = SearchPaths {
+            site_packages: vec![],
+            triton_dir: Some(triton.clone()),
+        };
+        let p = pathdir.display().to_string();
+        // A directory or the file itself.
+        for value in [explicit.clone(), explicit.join("triton-shared-opt")] {
+            let cfg = config(&[
+                ("TRITON_SHARED_OPT_PATH", value.display().to_string()),
+                ("PATH", p.clone()),
+            ]);
+            let found = find_triton_shared_opt(&cfg, &search).unwrap();
+            assert_eq!(found.path, explicit.join("triton-shared-opt"));
+        }
+        let found = find_triton_shared_opt(&config(&[("PATH", p)]), &search).unwrap();
+        assert_eq!(found.path, pathdir.join("triton-shared-opt"));
+        let found = find_triton_shared_opt(&config(&[]), &search).unwrap();
+        assert_eq!(found.path, triton.join("triton_shared/triton-shared-opt"));
+        assert_eq!(found.identity.version.as_deref(), Some("v3"));
+    }
+
+    #[test]
+    fn identity_falls_back_to_sha256_without_a_version_flag() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("bin/air-opt");
+        tool(&p, "echo 'Unknown command line argument' >&2; exit 1");
+        let cfg = config(&[("PATH", t.path().join("bin").display().to_string())]);
+        let found = find_air_tool("air-opt", &cfg, &SearchPaths::default()).unwrap();
+        assert_eq!(found.identity.version, None);
+        let want: String = Sha256::digest(std::fs::read(&p).unwrap())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(found.identity.sha256.as_deref(), Some(want.as_str()));
+        assert!(found.identity.describe().starts_with("sha256:"));
+    }
+
+    #[test]
+    fn version_lines() {
+        assert_eq!(
+            version_line("LLVM (http://llvm.org/):\n  LLVM version 20.1.0\n  Optimized build.\n")
+                .as_deref(),
+            Some("LLVM version 20.1.0")
+        );
+        assert_eq!(version_line("\n aircc 1.2\n").as_deref(), Some("aircc 1.2"));
+        assert_eq!(version_line(""), None);
+    }
+
+    #[test]
+    fn report_covers_every_tool() {
+        let t = tempfile::tempdir().unwrap();
+        tool(&t.path().join("bin/air-opt"), "echo 'air-opt version 1'");
+        let cfg = config(&[("PATH", t.path().join("bin").display().to_string())]);
+        let r = report(&cfg, &SearchPaths::default());
+        let names: Vec<&str> = r.iter().map(|e| e.tool.as_str()).collect();
+        assert_eq!(names, ["air-opt", "aircc", "peano", "triton-shared-opt"]);
+        assert_eq!(
+            r[0].found.as_ref().unwrap().identity.version.as_deref(),
+            Some("air-opt version 1")
+        );
+        assert!(r[1].found.is_none());
+        assert_eq!(r[1].searched[0].path, t.path().join("bin/aircc"));
+        assert!(r[2].install.contains("llvm-aie"));
+    }
+}

@@ -1,0 +1,53 @@
+//! The AIE toolchain as triton-npu drives it.
+//!
+//! * [`discovery`]: finds `air-opt`, `aircc`, Peano and `triton-shared-opt` through the same
+//!   locations upstream uses (taken from [`npu_target::Config`]), records each tool's identity
+//!   for cache keys, and reports every place looked when something is missing
+//!   ([`discovery::report`] feeds `triton-npu doctor`).
+//! * [`lower`]: triton-shared's Linalg → AIR with `air-opt` (upstream's three pass steps, as
+//!   command-line pipelines), with the configured transform script or our default schedule.
+//! * [`aircc`]: upstream's aircc command line per output format, and reading
+//!   `full_elf_config.json`.
+//! * [`Compiler`]: runs a compile in a private work directory with a timeout that kills the
+//!   tool's whole process group, a progress line, and errors that carry the command line, the
+//!   exit status, the end of the output and the kept log.
+//!
+//! Nothing here caches: a compile returns plain paths and facts ([`CompileOutput`]) for the
+//! caller to store.
+//!
+//! ```no_run
+//! use npu_toolchain::{AirccOptions, CompileRequest, Compiler, SearchPaths, Toolchain};
+//! use npu_target::{Config, NpuVersion, OutputFormat};
+//!
+//! let config = Config::current()?;
+//! let toolchain = Toolchain::discover(&config, &SearchPaths::default())?;
+//! let out = Compiler::new(&toolchain, &config).compile(&CompileRequest {
+//!     kernel: "add_kernel".into(),
+//!     linalg: std::fs::read_to_string("add.ttshared.mlir")?,
+//!     grid: [4, 1, 1],
+//!     actual_sizes: None,
+//!     target: NpuVersion::Npu2,
+//!     format: OutputFormat::Elf,
+//!     options: AirccOptions::default(),
+//!     out_dir: "out".into(),
+//!     debug_tag: None,
+//! })?;
+//! println!("{:?}", out.artifacts);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+pub mod aircc;
+mod compile;
+pub mod discovery;
+pub mod error;
+pub mod lower;
+mod process;
+mod progress;
+mod workdir;
+
+pub use aircc::{AirccOptions, Artifacts};
+pub use compile::{
+    BuildRequest, Built, CompileOutput, CompileRequest, Compiler, LowerRequest, Lowered, StepTime,
+};
+pub use discovery::{SearchPaths, Tool, ToolIdentity, ToolReport, Toolchain};
+pub use error::{Candidate, MissingTool, ToolFailure, ToolchainError};

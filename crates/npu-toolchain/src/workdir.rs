@@ -1,0 +1,215 @@
+//! Where a compile writes its files.
+//!
+//! Every compile runs in its own private directory (mode 0700, under the system temporary
+//! directory) that is deleted afterwards: concurrent compiles never share upstream's
+//! `./air_project`. aircc runs with that directory as its working directory, so its default
+//! `--tmpdir` (`air_project`) lands inside too.
+//!
+//! For debugging (`AMD_TRITON_NPU_AIR_PROJECT_PATH` set, or `AMD_TRITON_NPU_DEBUG=1`) the IR of
+//! each step and the tool logs are also copied to
+//! `<air project path or ./air_project>/<kernel>-<tag or timestamp>/`.
+//!
+//! A failing tool's log outlives the private directory: it is kept in that debug directory
+//! when there is one, else in `<temp>/triton-npu-failed/<kernel>-<random>/`.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use npu_target::Config;
+
+use crate::error::{Result, ToolchainError};
+
+pub(crate) struct WorkDir {
+    dir: tempfile::TempDir,
+    keep: Option<PathBuf>,
+    kernel: String,
+}
+
+impl WorkDir {
+    /// `tag` (e.g. a short cache key) names the debug directory; a timestamp otherwise.
+    pub fn new(config: &Config, kernel: &str, tag: Option<&str>) -> Result<WorkDir> {
+        let dir = tempfile::Builder::new()
+            .prefix("triton-npu-")
+            .permissions(private())
+            .tempdir()
+            .map_err(|e| {
+                ToolchainError::io(
+                    "create a private work directory in",
+                    std::env::temp_dir(),
+                    e,
+                )
+            })?;
+        let keep = if config.air_project_path.is_some() || config.debug {
+            let base = config
+                .air_project_path
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("air_project"));
+            let base = std::path::absolute(&base).unwrap_or(base);
+            let leaf = format!(
+                "{}-{}",
+                file_safe(kernel),
+                tag.map(file_safe).unwrap_or_else(timestamp)
+            );
+            let keep = base.join(leaf);
+            std::fs::create_dir_all(&keep)
+                .map_err(|e| ToolchainError::io("create the IR dump directory", &keep, e))?;
+            tracing::info!(dir = %keep.display(), "keeping IR and tool logs of {kernel}");
+            Some(keep)
+        } else {
+            None
+        };
+        Ok(WorkDir {
+            dir,
+            keep,
+            kernel: kernel.to_owned(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The debug directory, if IR is being kept.
+    pub fn kept(&self) -> Option<&Path> {
+        self.keep.as_deref()
+    }
+
+    /// Writes a file into the work directory (and the debug directory).
+    pub fn write(&self, name: &str, contents: &[u8]) -> Result<PathBuf> {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, contents).map_err(|e| ToolchainError::io("write", &path, e))?;
+        self.keep_copy(name);
+        Ok(path)
+    }
+
+    /// Copies a work-directory file to the debug directory, if there is one. Best effort:
+    /// debugging aids never fail a compile.
+    pub fn keep_copy(&self, name: &str) {
+        if let Some(keep) = &self.keep {
+            let from = self.dir.path().join(name);
+            let to = keep.join(name);
+            if from.is_file() {
+                if let Some(parent) = to.parent() {
+                    let _ = std::fs::create_dir_all(parent);
+                }
+                if let Err(e) = std::fs::copy(&from, &to) {
+                    tracing::warn!("cannot keep {} in {}: {e}", from.display(), keep.display());
+                }
+            }
+        }
+    }
+
+    /// Makes a failing tool's log (and the step's input) outlive the work directory; returns
+    /// where the log now is.
+    pub fn preserve_failure(&self, log_name: &str, input_name: Option<&str>) -> PathBuf {
+        let log = self.dir.path().join(log_name);
+        let target_dir = match &self.keep {
+            Some(keep) => Some(keep.clone()),
+            None => failed_dir(&self.kernel),
+        };
+        let Some(target_dir) = target_dir else {
+            return log;
+        };
+        for name in std::iter::once(log_name).chain(input_name) {
+            let from = self.dir.path().join(name);
+            if from.is_file() {
+                let _ = std::fs::copy(&from, target_dir.join(name));
+            }
+        }
+        let kept = target_dir.join(log_name);
+        if kept.is_file() { kept } else { log }
+    }
+}
+
+/// A fresh private directory under `<temp>/triton-npu-failed/`.
+fn failed_dir(kernel: &str) -> Option<PathBuf> {
+    let root = std::env::temp_dir().join("triton-npu-failed");
+    std::fs::create_dir_all(&root).ok()?;
+    tempfile::Builder::new()
+        .prefix(&format!("{}-", file_safe(kernel)))
+        .permissions(private())
+        .tempdir_in(&root)
+        .ok()
+        .map(tempfile::TempDir::keep)
+}
+
+/// Owner-only access: IR and logs describe the user's kernels.
+fn private() -> std::fs::Permissions {
+    std::fs::Permissions::from_mode(0o700)
+}
+
+/// A name usable as one path component.
+pub(crate) fn file_safe(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "_-.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let s = s.trim_start_matches('.');
+    if s.is_empty() {
+        "kernel".to_owned()
+    } else {
+        s.to_owned()
+    }
+}
+
+/// `20260314T101500Z-<pid>-<n>`: sortable, and unique among this process's compiles.
+fn timestamp() -> String {
+    static SEQ: AtomicU32 = AtomicU32::new(0);
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days as i64);
+    format!(
+        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z-{}-{}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Gregorian date of a day count since 1970-01-01 (Howard Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(19_723), (2024, 1, 1));
+        assert_eq!(civil_from_days(19_782), (2024, 2, 29));
+        assert_eq!(civil_from_days(-1), (1969, 12, 31));
+    }
+
+    #[test]
+    fn safe_names() {
+        assert_eq!(file_safe("add_kernel"), "add_kernel");
+        assert_eq!(file_safe("../../etc"), "_.._etc");
+        assert_eq!(file_safe("main:seq"), "main_seq");
+        assert_eq!(file_safe(""), "kernel");
+    }
+}

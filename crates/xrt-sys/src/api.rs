@@ -1,0 +1,543 @@
+//! Owned, reference-counted wrappers around the shim's handles (buffers in [`crate::bo`],
+//! runs in [`crate::run`]).
+//!
+//! Each wrapper keeps its parents alive (a kernel its context, a context its device and its
+//! xclbin or ELF), so handles are released children-first whatever order the owner drops
+//! them in, as XRT requires. Release failures cannot be returned from `Drop`; they are logged.
+
+use std::ffi::{CStr, CString, c_char, c_int, c_void};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::ptr::{self, NonNull};
+use std::sync::Arc;
+
+use crate::bindings::{self as b};
+use crate::bo::{Bo, BoFlags, BoKind};
+use crate::error::XrtSysError;
+use crate::loader::Shim;
+use crate::run::Run;
+use crate::state::CommandState;
+
+pub(crate) const ERR_LEN: usize = 2048;
+const NAME_LEN: usize = 512;
+
+pub(crate) fn text(buf: &[c_char]) -> String {
+    let bytes: Vec<u8> = buf
+        .iter()
+        .take_while(|c| **c != 0)
+        .map(|c| *c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+fn c_path(what: &str, path: &Path) -> Result<CString, XrtSysError> {
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| XrtSysError::InvalidInput {
+        what: format!("{what} {}", path.display()),
+        reason: "the path contains a NUL byte".to_owned(),
+    })
+}
+
+fn c_string(what: &str, value: &str) -> Result<CString, XrtSysError> {
+    CString::new(value).map_err(|_| XrtSysError::InvalidInput {
+        what: format!("{what} {value:?}"),
+        reason: "the name contains a NUL byte".to_owned(),
+    })
+}
+
+impl Shim {
+    /// Runs one shim call with an error buffer and turns its status into a `Result`.
+    pub(crate) fn call(
+        &self,
+        call: &'static str,
+        f: impl FnOnce(*mut c_char, usize) -> c_int,
+    ) -> Result<(), XrtSysError> {
+        let mut err = [0 as c_char; ERR_LEN];
+        let status = f(err.as_mut_ptr(), ERR_LEN);
+        if status == b::TRITON_NPU_XRT_OK as c_int {
+            return Ok(());
+        }
+        let mut message = text(&err);
+        if message.is_empty() {
+            message = format!("status {status} without a message");
+        }
+        Err(XrtSysError::Call {
+            call,
+            status,
+            message,
+        })
+    }
+
+    /// A call that writes a string result.
+    fn call_text(
+        &self,
+        call: &'static str,
+        f: impl FnOnce(*mut c_char, usize, *mut c_char, usize) -> c_int,
+    ) -> Result<String, XrtSysError> {
+        let mut out = [0 as c_char; NAME_LEN];
+        self.call(call, |err, errlen| {
+            f(out.as_mut_ptr(), NAME_LEN, err, errlen)
+        })?;
+        Ok(text(&out))
+    }
+
+    /// The XRT library's version, e.g. `2.25.0`.
+    pub fn xrt_version(&self) -> Result<String, XrtSysError> {
+        // SAFETY: the buffers are valid for the lengths passed.
+        self.call_text("triton_npu_xrt_version", |buf, len, err, errlen| unsafe {
+            self.api.triton_npu_xrt_version(buf, len, err, errlen)
+        })
+    }
+
+    /// The shim's name for a command state.
+    pub fn state_name(&self, state: CommandState) -> String {
+        // SAFETY: the function returns a static string or NULL.
+        let name = unsafe { self.api.triton_npu_xrt_state_name(state.0) };
+        if name.is_null() {
+            return String::from("ERT_CMD_STATE_UNKNOWN");
+        }
+        // SAFETY: non-NULL, NUL-terminated, static.
+        unsafe { CStr::from_ptr(name) }
+            .to_string_lossy()
+            .into_owned()
+    }
+}
+
+/// An opened device (`xrt::device`).
+pub struct Device {
+    shim: Arc<Shim>,
+    raw: NonNull<b::triton_npu_xrt_device>,
+}
+
+// SAFETY: XRT's handles are reference-counted objects that XRT allows to be used from any
+// thread; the shim holds no thread-affine state.
+unsafe impl Send for Device {}
+unsafe impl Sync for Device {}
+
+impl Device {
+    /// Opens device `index` (upstream always uses 0).
+    pub fn open(shim: &Arc<Shim>, index: u32) -> Result<Arc<Device>, XrtSysError> {
+        let mut raw = ptr::null_mut();
+        // SAFETY: `raw` is a valid out pointer.
+        shim.call("triton_npu_xrt_device_open", |err, len| unsafe {
+            shim.api
+                .triton_npu_xrt_device_open(index, &mut raw, err, len)
+        })?;
+        let raw = NonNull::new(raw).ok_or_else(|| null_handle("triton_npu_xrt_device_open"))?;
+        Ok(Arc::new(Device {
+            shim: Arc::clone(shim),
+            raw,
+        }))
+    }
+
+    pub fn shim(&self) -> &Arc<Shim> {
+        &self.shim
+    }
+
+    /// The device's name (e.g. `NPU Strix`).
+    pub fn name(&self) -> Result<String, XrtSysError> {
+        // SAFETY: `raw` is a live device; the buffers are valid for the lengths passed.
+        self.shim.call_text(
+            "triton_npu_xrt_device_name",
+            |buf, len, err, errlen| unsafe {
+                self.shim
+                    .api
+                    .triton_npu_xrt_device_name(self.raw.as_ptr(), buf, len, err, errlen)
+            },
+        )
+    }
+
+    /// Reads an xclbin file and registers it with the device.
+    pub fn register_xclbin(self: &Arc<Self>, path: &Path) -> Result<Arc<Xclbin>, XrtSysError> {
+        let c = c_path("xclbin", path)?;
+        let mut raw = ptr::null_mut();
+        // SAFETY: live device, NUL-terminated path, valid out pointer.
+        self.shim
+            .call("triton_npu_xrt_xclbin_register", |err, len| unsafe {
+                self.shim.api.triton_npu_xrt_xclbin_register(
+                    self.raw.as_ptr(),
+                    c.as_ptr(),
+                    &mut raw,
+                    err,
+                    len,
+                )
+            })?;
+        let raw = NonNull::new(raw).ok_or_else(|| null_handle("triton_npu_xrt_xclbin_register"))?;
+        Ok(Arc::new(Xclbin {
+            device: Arc::clone(self),
+            raw,
+        }))
+    }
+
+    /// Makes a hardware context for a registered xclbin.
+    pub fn context_from_xclbin(
+        self: &Arc<Self>,
+        xclbin: &Arc<Xclbin>,
+    ) -> Result<Arc<Context>, XrtSysError> {
+        let mut raw = ptr::null_mut();
+        // SAFETY: live device and xclbin, valid out pointer.
+        self.shim
+            .call("triton_npu_xrt_context_from_xclbin", |err, len| unsafe {
+                self.shim.api.triton_npu_xrt_context_from_xclbin(
+                    self.raw.as_ptr(),
+                    xclbin.raw.as_ptr(),
+                    &mut raw,
+                    err,
+                    len,
+                )
+            })?;
+        let raw =
+            NonNull::new(raw).ok_or_else(|| null_handle("triton_npu_xrt_context_from_xclbin"))?;
+        Ok(Arc::new(Context {
+            device: Arc::clone(self),
+            _source: Source::Xclbin(Arc::clone(xclbin)),
+            raw,
+        }))
+    }
+
+    /// Makes a hardware context for a full ELF.
+    pub fn context_from_elf(self: &Arc<Self>, elf: &Arc<Elf>) -> Result<Arc<Context>, XrtSysError> {
+        let mut raw = ptr::null_mut();
+        // SAFETY: live device and ELF, valid out pointer.
+        self.shim
+            .call("triton_npu_xrt_context_from_elf", |err, len| unsafe {
+                self.shim.api.triton_npu_xrt_context_from_elf(
+                    self.raw.as_ptr(),
+                    elf.raw.as_ptr(),
+                    &mut raw,
+                    err,
+                    len,
+                )
+            })?;
+        let raw =
+            NonNull::new(raw).ok_or_else(|| null_handle("triton_npu_xrt_context_from_elf"))?;
+        Ok(Arc::new(Context {
+            device: Arc::clone(self),
+            _source: Source::Elf(Arc::clone(elf)),
+            raw,
+        }))
+    }
+
+    /// A buffer object `xrt::bo(device, size, flags, group)`, mapped.
+    pub fn alloc_bo(
+        self: &Arc<Self>,
+        size: usize,
+        flags: BoFlags,
+        group: i32,
+    ) -> Result<Bo, XrtSysError> {
+        let mut raw = ptr::null_mut();
+        // SAFETY: live device, valid out pointer.
+        self.shim
+            .call("triton_npu_xrt_bo_alloc", |err, len| unsafe {
+                self.shim.api.triton_npu_xrt_bo_alloc(
+                    self.raw.as_ptr(),
+                    size,
+                    flags.0,
+                    group,
+                    &mut raw,
+                    err,
+                    len,
+                )
+            })?;
+        self.finish_bo(raw, size, BoKind::Flags { flags, group })
+    }
+
+    /// A buffer object `xrt::ext::bo(device, size)`, mapped.
+    pub fn alloc_ext_bo(self: &Arc<Self>, size: usize) -> Result<Bo, XrtSysError> {
+        let mut raw = ptr::null_mut();
+        // SAFETY: live device, valid out pointer.
+        self.shim
+            .call("triton_npu_xrt_ext_bo_alloc", |err, len| unsafe {
+                self.shim.api.triton_npu_xrt_ext_bo_alloc(
+                    self.raw.as_ptr(),
+                    size,
+                    &mut raw,
+                    err,
+                    len,
+                )
+            })?;
+        self.finish_bo(raw, size, BoKind::Ext)
+    }
+
+    fn finish_bo(
+        self: &Arc<Self>,
+        raw: *mut b::triton_npu_xrt_bo,
+        size: usize,
+        kind: BoKind,
+    ) -> Result<Bo, XrtSysError> {
+        let raw = NonNull::new(raw).ok_or_else(|| null_handle("triton_npu_xrt_bo_alloc"))?;
+        let mut bo = Bo {
+            device: Arc::clone(self),
+            raw,
+            map: NonNull::dangling(),
+            size,
+            kind,
+        };
+        let mut map: *mut c_void = ptr::null_mut();
+        // SAFETY: live BO, valid out pointer. On error `bo` is dropped, which frees it.
+        self.shim.call("triton_npu_xrt_bo_map", |err, len| unsafe {
+            self.shim
+                .api
+                .triton_npu_xrt_bo_map(raw.as_ptr(), &mut map, err, len)
+        })?;
+        bo.map = NonNull::new(map.cast()).ok_or_else(|| null_handle("triton_npu_xrt_bo_map"))?;
+        Ok(bo)
+    }
+}
+
+impl Drop for Device {
+    fn drop(&mut self) {
+        // SAFETY: last owner of a live device; its children hold an Arc to it, so none is left.
+        let r = self
+            .shim
+            .call("triton_npu_xrt_device_close", |err, len| unsafe {
+                self.shim
+                    .api
+                    .triton_npu_xrt_device_close(self.raw.as_ptr(), err, len)
+            });
+        log_release(r);
+    }
+}
+
+pub(crate) fn null_handle(call: &'static str) -> XrtSysError {
+    XrtSysError::Call {
+        call,
+        status: b::TRITON_NPU_XRT_OK as i32,
+        message: "reported success but returned a NULL handle".to_owned(),
+    }
+}
+
+pub(crate) fn log_release(result: Result<(), XrtSysError>) {
+    if let Err(e) = result {
+        tracing::warn!("releasing an XRT object: {e}");
+    }
+}
+
+/// A registered xclbin (`xrt::xclbin`).
+pub struct Xclbin {
+    device: Arc<Device>,
+    raw: NonNull<b::triton_npu_xrt_xclbin>,
+}
+
+// SAFETY: as for Device.
+unsafe impl Send for Xclbin {}
+unsafe impl Sync for Xclbin {}
+
+/// A kernel an xclbin declares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct XclbinKernel {
+    pub name: String,
+    /// All of its arguments, scalars included.
+    pub num_args: u32,
+}
+
+impl Xclbin {
+    /// The first kernel whose name starts with `prefix`.
+    pub fn find_kernel(&self, prefix: &str) -> Result<XclbinKernel, XrtSysError> {
+        let c = c_string("kernel name prefix", prefix)?;
+        let shim = &self.device.shim;
+        let mut num_args = 0u32;
+        // SAFETY: live xclbin, NUL-terminated prefix, valid buffers and out pointer.
+        let name = shim.call_text(
+            "triton_npu_xrt_xclbin_find_kernel",
+            |buf, len, err, errlen| unsafe {
+                shim.api.triton_npu_xrt_xclbin_find_kernel(
+                    self.raw.as_ptr(),
+                    c.as_ptr(),
+                    buf,
+                    len,
+                    &mut num_args,
+                    err,
+                    errlen,
+                )
+            },
+        )?;
+        Ok(XclbinKernel { name, num_args })
+    }
+}
+
+impl Drop for Xclbin {
+    fn drop(&mut self) {
+        let shim = &self.device.shim;
+        // SAFETY: last owner of a live xclbin.
+        log_release(shim.call("triton_npu_xrt_xclbin_free", |err, len| unsafe {
+            shim.api
+                .triton_npu_xrt_xclbin_free(self.raw.as_ptr(), err, len)
+        }));
+    }
+}
+
+/// A full ELF (`xrt::elf`).
+pub struct Elf {
+    shim: Arc<Shim>,
+    raw: NonNull<b::triton_npu_xrt_elf>,
+}
+
+// SAFETY: as for Device.
+unsafe impl Send for Elf {}
+unsafe impl Sync for Elf {}
+
+impl Elf {
+    pub fn open(shim: &Arc<Shim>, path: &Path) -> Result<Arc<Elf>, XrtSysError> {
+        let c = c_path("ELF", path)?;
+        let mut raw = ptr::null_mut();
+        // SAFETY: NUL-terminated path, valid out pointer.
+        shim.call("triton_npu_xrt_elf_open", |err, len| unsafe {
+            shim.api
+                .triton_npu_xrt_elf_open(c.as_ptr(), &mut raw, err, len)
+        })?;
+        let raw = NonNull::new(raw).ok_or_else(|| null_handle("triton_npu_xrt_elf_open"))?;
+        Ok(Arc::new(Elf {
+            shim: Arc::clone(shim),
+            raw,
+        }))
+    }
+}
+
+impl Drop for Elf {
+    fn drop(&mut self) {
+        // SAFETY: last owner of a live ELF.
+        log_release(
+            self.shim
+                .call("triton_npu_xrt_elf_free", |err, len| unsafe {
+                    self.shim
+                        .api
+                        .triton_npu_xrt_elf_free(self.raw.as_ptr(), err, len)
+                }),
+        );
+    }
+}
+
+// Held only to keep the context's xclbin or ELF alive as long as the context.
+#[allow(dead_code)]
+enum Source {
+    Xclbin(Arc<Xclbin>),
+    Elf(Arc<Elf>),
+}
+
+/// A hardware context (`xrt::hw_context`).
+pub struct Context {
+    device: Arc<Device>,
+    _source: Source,
+    raw: NonNull<b::triton_npu_xrt_context>,
+}
+
+// SAFETY: as for Device.
+unsafe impl Send for Context {}
+unsafe impl Sync for Context {}
+
+impl Context {
+    /// `xrt::kernel(context, name)`.
+    pub fn kernel(self: &Arc<Self>, name: &str) -> Result<Kernel, XrtSysError> {
+        self.open_kernel(name, false)
+    }
+
+    /// `xrt::ext::kernel(context, "<kernel>:<instance>")`.
+    pub fn ext_kernel(self: &Arc<Self>, name: &str) -> Result<Kernel, XrtSysError> {
+        self.open_kernel(name, true)
+    }
+
+    fn open_kernel(self: &Arc<Self>, name: &str, ext: bool) -> Result<Kernel, XrtSysError> {
+        let c = c_string("kernel", name)?;
+        let shim = &self.device.shim;
+        let mut raw = ptr::null_mut();
+        let call = if ext {
+            "triton_npu_xrt_ext_kernel_open"
+        } else {
+            "triton_npu_xrt_kernel_open"
+        };
+        // SAFETY: live context, NUL-terminated name, valid out pointer.
+        shim.call(call, |err, len| unsafe {
+            if ext {
+                shim.api.triton_npu_xrt_ext_kernel_open(
+                    self.raw.as_ptr(),
+                    c.as_ptr(),
+                    &mut raw,
+                    err,
+                    len,
+                )
+            } else {
+                shim.api.triton_npu_xrt_kernel_open(
+                    self.raw.as_ptr(),
+                    c.as_ptr(),
+                    &mut raw,
+                    err,
+                    len,
+                )
+            }
+        })?;
+        let raw = NonNull::new(raw).ok_or_else(|| null_handle(call))?;
+        Ok(Kernel {
+            context: Arc::clone(self),
+            raw,
+            name: name.to_owned(),
+        })
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        let shim = &self.device.shim;
+        // SAFETY: last owner of a live context; kernels hold an Arc to it, so none is left.
+        log_release(shim.call("triton_npu_xrt_context_free", |err, len| unsafe {
+            shim.api
+                .triton_npu_xrt_context_free(self.raw.as_ptr(), err, len)
+        }));
+    }
+}
+
+/// A kernel (`xrt::kernel` or `xrt::ext::kernel`).
+pub struct Kernel {
+    context: Arc<Context>,
+    pub(crate) raw: NonNull<b::triton_npu_xrt_kernel>,
+    name: String,
+}
+
+// SAFETY: as for Device.
+unsafe impl Send for Kernel {}
+unsafe impl Sync for Kernel {}
+
+impl Kernel {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub(crate) fn shim(&self) -> &Shim {
+        &self.context.device.shim
+    }
+
+    /// The memory group for argument `argno`'s buffer.
+    pub fn group_id(&self, argno: i32) -> Result<i32, XrtSysError> {
+        let shim = self.shim();
+        let mut group = 0;
+        // SAFETY: live kernel, valid out pointer.
+        shim.call("triton_npu_xrt_kernel_group_id", |err, len| unsafe {
+            shim.api
+                .triton_npu_xrt_kernel_group_id(self.raw.as_ptr(), argno, &mut group, err, len)
+        })?;
+        Ok(group)
+    }
+
+    /// A new run of this kernel.
+    pub fn run(&self) -> Result<Run<'_>, XrtSysError> {
+        let shim = self.shim();
+        let mut raw = ptr::null_mut();
+        // SAFETY: live kernel, valid out pointer.
+        shim.call("triton_npu_xrt_run_create", |err, len| unsafe {
+            shim.api
+                .triton_npu_xrt_run_create(self.raw.as_ptr(), &mut raw, err, len)
+        })?;
+        let raw = NonNull::new(raw).ok_or_else(|| null_handle("triton_npu_xrt_run_create"))?;
+        Ok(Run::new(self, raw))
+    }
+}
+
+impl Drop for Kernel {
+    fn drop(&mut self) {
+        let shim = &self.context.device.shim;
+        // SAFETY: sole owner of a live kernel; runs borrow it, so none is left.
+        log_release(shim.call("triton_npu_xrt_kernel_free", |err, len| unsafe {
+            shim.api
+                .triton_npu_xrt_kernel_free(self.raw.as_ptr(), err, len)
+        }));
+    }
+}

@@ -1,0 +1,149 @@
+//! Runs (`xrt::run`): set the arguments, start, wait.
+
+use std::ffi::c_char;
+use std::ptr::NonNull;
+use std::time::Duration;
+
+use crate::api::{ERR_LEN, Kernel, log_release, text};
+use crate::bindings as b;
+use crate::bo::Bo;
+use crate::error::XrtSysError;
+use crate::loader::Shim;
+use crate::state::CommandState;
+
+/// How a wait ended, when the run did not fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitOutcome {
+    Completed,
+    /// The timeout passed; the run is still going (abort it).
+    TimedOut,
+}
+
+/// One execution of a kernel (`xrt::run`).
+pub struct Run<'k> {
+    kernel: &'k Kernel,
+    raw: NonNull<b::triton_npu_xrt_run>,
+}
+
+impl<'k> Run<'k> {
+    pub(crate) fn new(kernel: &'k Kernel, raw: NonNull<b::triton_npu_xrt_run>) -> Run<'k> {
+        Run { kernel, raw }
+    }
+
+    fn shim(&self) -> &Shim {
+        self.kernel.shim()
+    }
+
+    /// Sets argument `index` to a buffer object.
+    pub fn set_arg_bo(&mut self, index: i32, bo: &Bo) -> Result<(), XrtSysError> {
+        let shim = self.shim();
+        // SAFETY: live run and BO.
+        shim.call("triton_npu_xrt_run_set_arg_bo", |err, len| unsafe {
+            shim.api.triton_npu_xrt_run_set_arg_bo(
+                self.raw.as_ptr(),
+                index,
+                bo.raw.as_ptr(),
+                err,
+                len,
+            )
+        })
+    }
+
+    /// Sets argument `index` to a scalar given as its bytes (the kernel's declared size).
+    pub fn set_arg_scalar(&mut self, index: i32, value: &[u8]) -> Result<(), XrtSysError> {
+        let shim = self.shim();
+        // SAFETY: live run; `value` is valid for its length.
+        shim.call("triton_npu_xrt_run_set_arg_scalar", |err, len| unsafe {
+            shim.api.triton_npu_xrt_run_set_arg_scalar(
+                self.raw.as_ptr(),
+                index,
+                value.as_ptr().cast(),
+                value.len(),
+                err,
+                len,
+            )
+        })
+    }
+
+    pub fn start(&mut self) -> Result<(), XrtSysError> {
+        let shim = self.shim();
+        // SAFETY: live run.
+        shim.call("triton_npu_xrt_run_start", |err, len| unsafe {
+            shim.api
+                .triton_npu_xrt_run_start(self.raw.as_ptr(), err, len)
+        })
+    }
+
+    /// Waits for the run; `None` waits without limit. A run that ends in any state but
+    /// completed is an [`XrtSysError::Command`].
+    pub fn wait(&mut self, timeout: Option<Duration>) -> Result<WaitOutcome, XrtSysError> {
+        let ms = match timeout {
+            None => 0,
+            // 0 means "no limit" to XRT, so a sub-millisecond bound becomes 1 ms.
+            Some(t) => u32::try_from(t.as_millis()).unwrap_or(u32::MAX).max(1),
+        };
+        let shim = self.shim();
+        let mut state = 0;
+        let mut err = [0 as c_char; ERR_LEN];
+        // SAFETY: live run, valid out pointer and buffer.
+        let status = unsafe {
+            shim.api.triton_npu_xrt_run_wait(
+                self.raw.as_ptr(),
+                ms,
+                &mut state,
+                err.as_mut_ptr(),
+                ERR_LEN,
+            )
+        };
+        match status as u32 {
+            b::TRITON_NPU_XRT_OK if CommandState(state) == CommandState::TIMEOUT => {
+                Ok(WaitOutcome::TimedOut)
+            }
+            b::TRITON_NPU_XRT_OK => Ok(WaitOutcome::Completed),
+            b::TRITON_NPU_XRT_E_COMMAND => Err(XrtSysError::Command {
+                state: CommandState(state),
+                message: text(&err),
+            }),
+            _ => Err(XrtSysError::Call {
+                call: "triton_npu_xrt_run_wait",
+                status,
+                message: text(&err),
+            }),
+        }
+    }
+
+    /// The run's current state.
+    pub fn state(&self) -> Result<CommandState, XrtSysError> {
+        let shim = self.shim();
+        let mut state = 0;
+        // SAFETY: live run, valid out pointer.
+        shim.call("triton_npu_xrt_run_state", |err, len| unsafe {
+            shim.api
+                .triton_npu_xrt_run_state(self.raw.as_ptr(), &mut state, err, len)
+        })?;
+        Ok(CommandState(state))
+    }
+
+    /// Aborts the run and waits for the abort.
+    pub fn abort(&mut self) -> Result<CommandState, XrtSysError> {
+        let shim = self.shim();
+        let mut state = 0;
+        // SAFETY: live run, valid out pointer.
+        shim.call("triton_npu_xrt_run_abort", |err, len| unsafe {
+            shim.api
+                .triton_npu_xrt_run_abort(self.raw.as_ptr(), &mut state, err, len)
+        })?;
+        Ok(CommandState(state))
+    }
+}
+
+impl Drop for Run<'_> {
+    fn drop(&mut self) {
+        let shim = self.shim();
+        // SAFETY: sole owner of a live run.
+        log_release(shim.call("triton_npu_xrt_run_free", |err, len| unsafe {
+            shim.api
+                .triton_npu_xrt_run_free(self.raw.as_ptr(), err, len)
+        }));
+    }
+}

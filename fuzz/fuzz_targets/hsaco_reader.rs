@@ -1,0 +1,29 @@
+//! The hsaco reader, the loader-rule check, the dumper and section replacement on arbitrary
+//! bytes: none may panic, and a file that takes a new section must read back with it.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use npu_hsaco::{Arch, check, check_bytes, container, dump, parse};
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(hsaco) = parse(data) {
+        let _ = dump(&hsaco);
+        for arch in Arch::ALL {
+            let _ = check(&hsaco, arch, 8).to_string();
+        }
+    }
+    let _ = check_bytes(data, Arch::Aie2p, 4);
+    let section = npu_hsaco::section::build_section_with(
+        Arch::Aie2,
+        &[],
+        npu_hsaco::section::Validation::Format,
+    )
+    .expect("an empty table builds");
+    if let Ok(updated) = container::replace_section(data, Arch::Aie2, &section) {
+        let reread = parse(&updated).expect("an updated container parses");
+        let s = reread
+            .section(Arch::Aie2)
+            .expect("the new section is there");
+        assert_eq!(reread.container.raw_data(s.index), Some(&section[..]));
+    }
+});

@@ -1,0 +1,5 @@
+import sys
+
+from triton_npu.cli import main
+
+sys.exit(main())

@@ -1,0 +1,146 @@
+"""The driver half of the backend: selection, device facts and the launcher.
+
+Importing this module must stay cheap and must never fail (Triton imports it at
+``import triton``): the native module is loaded on first use, not here.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from triton.backends.compiler import GPUTarget
+from triton.backends.driver import DriverBase
+
+BACKEND_NAME = "amd_triton_npu"
+VALID_RUNTIMES = ("xrt", "hsa")
+
+_CPP_TYPES = {
+    "i1": "int8_t",
+    "i8": "int8_t",
+    "i16": "int16_t",
+    "i32": "int32_t",
+    "i64": "int64_t",
+    "u1": "uint8_t",
+    "u8": "uint8_t",
+    "u16": "uint16_t",
+    "u32": "uint32_t",
+    "u64": "uint64_t",
+    "fp16": "float",
+    "bf16": "float",
+    "fp32": "float",
+    "f32": "float",
+    "fp64": "double",
+}
+
+
+def _resolve_runtime(runtime: str | None) -> str:
+    if runtime is None:
+        from triton_npu.config import npu_config
+
+        runtime = npu_config.runtime
+    if not isinstance(runtime, str) or runtime.strip().lower() not in VALID_RUNTIMES:
+        raise ValueError(
+            f"unknown NPU runtime {runtime!r}; valid values: {', '.join(VALID_RUNTIMES)} "
+            "(argument of NPUDriver or AMD_TRITON_NPU_RUNTIME)"
+        )
+    return runtime.strip().lower()
+
+
+class NPUUtils:
+    """Device facts and binary loading, as Triton asks for them."""
+
+    _instance: NPUUtils | None = None
+
+    def __new__(cls) -> NPUUtils:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    @staticmethod
+    def get_device_properties(device: Any) -> dict:
+        return {
+            "max_shared_mem": 2**20,
+            "multiprocessor_count": None,
+            "sm_clock_rate": None,
+            "mem_clock_rate": None,
+            "mem_bus_width": None,
+        }
+
+    @staticmethod
+    def load_binary(name: str, kernel: bytes, shared: int, device: Any) -> tuple:
+        # The "function" Triton hands back at every launch is the ttsharedir text itself:
+        # everything NPU-specific happens at first launch, when the grid is known.
+        return (None, kernel, None, None, sys.maxsize)
+
+    @staticmethod
+    def unload_module(module: Any) -> None:
+        return None
+
+
+class NPUDriver(DriverBase):
+    """Selects the NPU backend: ``triton.runtime.driver.set_active(NPUDriver("hsa"))``."""
+
+    def __init__(self, runtime: str | None = None) -> None:
+        self.runtime = _resolve_runtime(runtime)
+        self.utils = NPUUtils()
+        self.binary_ext = "ttsharedir"
+        from triton_npu.backend.launcher import make_launcher_cls
+
+        self.launcher_cls = make_launcher_cls(self.runtime)
+
+    @staticmethod
+    def is_active() -> bool:
+        # Upstream's driver is never active by itself (scripts call set_active); we also
+        # honour Triton's own selector so that TRITON_DEFAULT_BACKEND needs nothing else.
+        return os.environ.get("TRITON_DEFAULT_BACKEND") == BACKEND_NAME
+
+    def get_current_target(self) -> GPUTarget:
+        return GPUTarget("npu", 0, 0)
+
+    def get_device_capability(self) -> tuple:
+        return ("npu", 0)
+
+    def get_current_device(self) -> str:
+        return "npu"
+
+    def set_current_device(self, device: Any) -> None:
+        if device != "npu":
+            raise ValueError(f"the NPU driver has one device, 'npu'; got {device!r}")
+
+    def get_current_stream(self, device: Any = None) -> None:
+        return None
+
+    def get_active_torch_device(self) -> Any:
+        import torch
+
+        # Kernel arguments are host tensors: the NPU reads host memory.
+        return torch.device("cpu")
+
+    def map_python_to_cpp_type(self, ty: str) -> str:
+        if ty.startswith("*"):
+            return "void*"
+        try:
+            return _CPP_TYPES[ty]
+        except KeyError:
+            raise ValueError(f"the NPU backend has no C type for {ty!r}") from None
+
+    def assemble_tensormap_to_arg(self, tensormaps_info: Any, args: Any) -> Any:
+        return args
+
+    def get_benchmarker(self) -> Any:
+        from triton_npu.backend.launcher import do_bench
+
+        return do_bench
+
+    def get_device_interface(self) -> Any:
+        from triton_npu.backend.launcher import DeviceInterface
+
+        return DeviceInterface()
+
+    def get_empty_cache_for_benchmark(self) -> Any:
+        return None
+
+    def clear_cache(self, cache: Any) -> None:
+        return None

@@ -1,0 +1,140 @@
+"""Upstream's configuration API: ``npu_config``, ``set_config`` and ``config_context``.
+
+Every value lives in the Rust core (crate ``npu-target``), which also reads the environment,
+so Python and Rust always agree. Precedence: a value set here > the environment variable >
+the default. Setting ``None`` returns a property to environment/default.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from triton_npu._loader import native
+
+__all__ = ["npu_config", "set_config", "config_context", "NPUConfig"]
+
+_PROPERTIES = (
+    "runtime",
+    "target",
+    "output_format",
+    "compile_only",
+    "bf16_emulation",
+    "transform_tiling_script",
+    "air_project_path",
+    "debug",
+    "xrt_dir",
+)
+
+
+def _encode(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, str):
+        return value
+    raise TypeError(f"expected a str, bool, Path or None, got {type(value).__name__}")
+
+
+class NPUConfig:
+    """The driver configuration of this process (one instance: ``npu_config``)."""
+
+    def _get(self, name: str) -> Any:
+        return native().config_snapshot()[name]
+
+    def _set(self, name: str, value: Any) -> None:
+        native().config_set(name, _encode(value))
+        if name == "debug":
+            _apply_debug_level()
+
+    runtime = property(lambda s: s._get("runtime"), lambda s, v: s._set("runtime", v))
+    target = property(lambda s: s._get("target"), lambda s, v: s._set("target", v))
+    output_format = property(
+        lambda s: s._get("output_format"), lambda s, v: s._set("output_format", v)
+    )
+    compile_only = property(
+        lambda s: s._get("compile_only"), lambda s, v: s._set("compile_only", v)
+    )
+    bf16_emulation = property(
+        lambda s: s._get("bf16_emulation"), lambda s, v: s._set("bf16_emulation", v)
+    )
+    transform_tiling_script = property(
+        lambda s: s._get("transform_tiling_script"),
+        lambda s, v: s._set("transform_tiling_script", v),
+    )
+    debug = property(lambda s: s._get("debug"), lambda s, v: s._set("debug", v))
+    xrt_dir = property(lambda s: s._get("xrt_dir"), lambda s, v: s._set("xrt_dir", v))
+
+    @property
+    def air_project_path(self) -> Path | None:
+        value = self._get("air_project_path")
+        return None if value is None else Path(value)
+
+    @air_project_path.setter
+    def air_project_path(self, value: str | Path | None) -> None:
+        self._set("air_project_path", value)
+
+    def reset(self) -> None:
+        """Forgets every programmatic value."""
+        native().config_restore({})
+        _apply_debug_level()
+
+    def as_dict(self) -> dict[str, Any]:
+        snap = native().config_snapshot()
+        return {name: snap[name] for name in _PROPERTIES}
+
+    def __repr__(self) -> str:
+        body = ", ".join(f"{k}={v!r}" for k, v in self.as_dict().items())
+        return f"NPUConfig({body})"
+
+
+npu_config = NPUConfig()
+
+
+def _apply_debug_level() -> None:
+    try:
+        debug = native().config_snapshot()["debug"]
+    except ValueError:
+        return  # an invalid environment is reported where a value is read, not here
+    level = logging.DEBUG if debug else logging.NOTSET
+    logging.getLogger("triton_npu").setLevel(level)
+    native().set_log_level("debug" if level == logging.DEBUG else "info")
+
+
+def set_config(**kwargs: Any) -> None:
+    """Sets several properties at once; an unknown key raises ``ValueError`` and sets nothing."""
+    unknown = sorted(k for k in kwargs if k not in _PROPERTIES)
+    if unknown:
+        raise ValueError(
+            f"unknown configuration key(s) {', '.join(unknown)}; valid keys: "
+            + ", ".join(_PROPERTIES)
+        )
+    saved = native().config_overrides()
+    try:
+        for key, value in kwargs.items():
+            if value is dataclasses.MISSING:
+                continue
+            setattr(npu_config, key, value)
+    except BaseException:
+        native().config_restore(saved)
+        raise
+
+
+@contextlib.contextmanager
+def config_context(**kwargs: Any) -> Iterator[NPUConfig]:
+    """Applies ``set_config(**kwargs)`` for the duration of a ``with`` block, then restores
+    exactly the programmatic values that were set before."""
+    saved = native().config_overrides()
+    try:
+        set_config(**kwargs)
+        yield npu_config
+    finally:
+        native().config_restore(saved)
+        _apply_debug_level()

@@ -1,0 +1,120 @@
+//! Sessions: the LRU cap on live hardware contexts, and the retry after the driver runs out of
+//! them (`CREATE_HWCTX`).
+
+mod common;
+
+use common::*;
+use npu_runtime::xrt::XrtRuntime;
+use npu_runtime::{DispatchOptions, Program, Runtime};
+
+/// A harness program and what it computes.
+type Case = (&'static str, fn(f32, f32) -> f32);
+
+const PROGRAMS: [Case; 3] = [
+    (ADD, |a, b| a + b),
+    (MUL, |a, b| a * b),
+    (SUB, |a, b| a - b),
+];
+
+fn load_all(rt: &XrtRuntime, dir: &std::path::Path) -> Vec<Program> {
+    PROGRAMS
+        .iter()
+        .enumerate()
+        .map(|(i, (text, _))| {
+            rt.load(&npu1_artifact(&dir.join(i.to_string()), text))
+                .unwrap()
+        })
+        .collect()
+}
+
+fn check(rt: &XrtRuntime, program: &Program, f: fn(f32, f32) -> f32) {
+    let (mut a, mut b, mut c) = (f32s(&[6.0]), f32s(&[3.0]), f32s(&[0.0]));
+    rt.dispatch(
+        program,
+        &[a.arg(), b.arg(), c.arg()],
+        &DispatchOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(c.0, vec![f(6.0, 3.0)]);
+}
+
+#[test]
+fn least_recently_used_sessions_are_released_at_the_cap() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let rt = open(&[("AMD_TRITON_NPU_XRT_MAX_SESSIONS", "2")]);
+    let alive_before = stats().contexts_alive;
+    let programs = load_all(&rt, dir.path());
+    assert_eq!(rt.sessions_alive(), 2);
+    assert_eq!(
+        stats().contexts_alive,
+        alive_before + 2,
+        "the first program's context was released"
+    );
+
+    // Program 2 and 1 are resident; using 1 makes 2 the least recently used.
+    let created = stats().contexts_created;
+    check(&rt, &programs[1], PROGRAMS[1].1);
+    assert_eq!(
+        stats().contexts_created,
+        created,
+        "a resident session is reused"
+    );
+    // Program 0 comes back (a new context), evicting program 2, not program 1.
+    check(&rt, &programs[0], PROGRAMS[0].1);
+    assert_eq!(stats().contexts_created, created + 1);
+    check(&rt, &programs[1], PROGRAMS[1].1);
+    assert_eq!(
+        stats().contexts_created,
+        created + 1,
+        "program 1 stayed resident"
+    );
+    check(&rt, &programs[2], PROGRAMS[2].1);
+    assert_eq!(stats().contexts_created, created + 2);
+    assert_eq!(rt.sessions_alive(), 2);
+    drop(programs);
+    drop(rt);
+    assert_eq!(
+        stats().contexts_alive,
+        alive_before,
+        "dropping the runtime releases everything"
+    );
+}
+
+#[test]
+fn context_exhaustion_releases_idle_sessions_and_retries() {
+    let _g = serial();
+    set_env("NPU_HARNESS_FAULT", "hwctx_exhausted");
+    set_env("NPU_HARNESS_MAX_HWCTX", "2");
+    let dir = tempfile::tempdir().unwrap();
+    let rt = open(&[]); // the default cap (8) is above the driver's 2
+    assert_eq!(stats().contexts_alive, 0, "no other runtime holds contexts");
+    let programs = load_all(&rt, dir.path());
+    // The third context failed with CREATE_HWCTX; the two idle sessions were released and the
+    // creation retried.
+    assert_eq!(rt.sessions_alive(), 1);
+    assert_eq!(stats().contexts_alive, 1);
+    for (program, (_, f)) in programs.iter().zip(PROGRAMS) {
+        check(&rt, program, f);
+    }
+    assert!(stats().contexts_alive <= 2);
+}
+
+#[test]
+fn exhaustion_that_persists_is_reported_with_advice() {
+    let _g = serial();
+    set_env("NPU_HARNESS_FAULT", "hwctx_exhausted");
+    set_env("NPU_HARNESS_MAX_HWCTX", "0");
+    let dir = tempfile::tempdir().unwrap();
+    let rt = open(&[("AMD_TRITON_NPU_XRT_MAX_SESSIONS", "3")]);
+    let err = rt
+        .load(&npu1_artifact(dir.path(), ADD))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("CREATE_HWCTX"), "{err}");
+    assert!(
+        err.contains("AMD_TRITON_NPU_XRT_MAX_SESSIONS (now 3)"),
+        "{err}"
+    );
+    assert!(err.contains("other processes"), "{err}");
+}
