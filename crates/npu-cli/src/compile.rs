@@ -9,7 +9,6 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use npu_hsaco::Arch;
 use npu_target::xrt_smi::XrtSmiProbe;
 use npu_target::{Config, NpuVersion, OutputFormat, RuntimeKind};
 use npu_toolchain::{Artifacts, CompileOutput, CompileRequest, Compiler, SearchPaths, Toolchain};
@@ -201,70 +200,18 @@ fn check_kernel_name(linalg: &str, kernel: &str, input: &Path) -> Result<(), Str
     ))
 }
 
-/// Buffer parameters of the kernel: triton-shared turns each pointer into an unranked memref.
-fn buffer_params(linalg: &str, kernel: &str) -> u32 {
-    let Some(at) = linalg.find(&format!("func.func @{kernel}(")) else {
-        return 0;
-    };
-    let sig = &linalg[at..];
-    let end = sig
-        .find(") {")
-        .or_else(|| sig.find('{'))
-        .unwrap_or(sig.len());
-    sig[..end].matches("memref<*x").count() as u32
-}
-
-/// Packs `kernel.hsaco` as upstream's `_pack_hsaco` does: a full ELF's `main:<instance>`
-/// kernel as is; an xclbin's PDI and column width plus `insts.bin`, named after the Triton
-/// kernel, with 16 kernarg bytes per buffer parameter.
+/// Packs `kernel.hsaco` with the driver's packer (the same bytes a launch would cache).
 fn pack_hsaco(
     output: &CompileOutput,
     kernel: &str,
     linalg: &str,
     out_dir: &Path,
 ) -> Result<(PathBuf, String), String> {
-    let arch = Arch::from_name(output.target.arch())
-        .ok_or_else(|| format!("no hsaco architecture for {}", output.target))?;
-    let read = |p: &Path| std::fs::read(p).map_err(|e| format!("cannot read {}: {e}", p.display()));
-    let fail = |e: npu_hsaco::Error| format!("cannot pack kernel.hsaco: {e}");
-    let (bytes, name) = match &output.artifacts {
-        Artifacts::Elf { elf, kernel_name } => {
-            let elf_bytes = read(elf)?;
-            let kernels =
-                npu_hsaco::kernels_from_full_elf(&elf_bytes, Some(&[kernel_name.as_str()]))
-                    .map_err(fail)?;
-            let entries = kernels
-                .iter()
-                .map(|k| k.to_kernel(None, None))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(fail)?;
-            (
-                npu_hsaco::pack::pack(None, arch, &entries).map_err(fail)?,
-                kernel_name.clone(),
-            )
-        }
-        Artifacts::Xclbin { xclbin, insts } => {
-            let xclbin_bytes = read(xclbin)?;
-            let insts_bytes = read(insts)?;
-            let part = npu_hsaco::xclbin::partition(&xclbin_bytes)
-                .map_err(|e| format!("cannot read {}: {e}", xclbin.display()))?;
-            let entry = npu_hsaco::Kernel::pdi_insts(
-                kernel,
-                insts_bytes.as_slice(),
-                part.pdi,
-                16 * buffer_params(linalg, kernel),
-                part.num_cols,
-            );
-            (
-                npu_hsaco::pack::pack(None, arch, &[entry]).map_err(fail)?,
-                kernel.to_owned(),
-            )
-        }
-        Artifacts::Pdi { .. } => {
-            return Err("the pdi format cannot be packed into an hsaco; use elf or xclbin".into());
-        }
-    };
-    let path = out_dir.join("kernel.hsaco");
+    let name = npu_driver::artifacts::kernel_symbol(&output.artifacts, kernel);
+    let buffers = npu_driver::ir::kernel_io(linalg).map_or(0, |io| io.written.len());
+    let bytes = npu_driver::artifacts::pack_hsaco(&output.artifacts, output.target, &name, buffers)
+        .map_err(|e| e.to_string())?;
+    let path = out_dir.join(npu_driver::artifacts::HSACO);
     std::fs::write(&path, bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     Ok((path, name))
 }
@@ -344,7 +291,7 @@ mod tests {
     }
 
     #[test]
-    fn kernel_names_and_buffers() {
+    fn kernel_names() {
         let m = "module {\n  func.func @add(%arg0: memref<*xf32> {tt.divisibility = 16 : i32}, %arg1: memref<*xbf16>, %arg2: i32) {\n    return\n  }\n  func.func @other() {\n  }\n}";
         assert!(check_kernel_name(m, "add", Path::new("k.mlir")).is_ok());
         let e = check_kernel_name(m, "ad", Path::new("k.mlir")).unwrap_err();
@@ -352,7 +299,5 @@ mod tests {
             e.contains("no function @ad") && e.contains("add, other"),
             "{e}"
         );
-        assert_eq!(buffer_params(m, "add"), 2);
-        assert_eq!(buffer_params(m, "other"), 0);
     }
 }

@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 mod cache;
 mod cli;
 mod config;
+mod launcher;
 mod logging;
 mod toolchain;
 
@@ -20,5 +21,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     cache::register(m)?;
     cli::register(m)?;
     toolchain::register(m)?;
+    launcher::register(m)?;
     Ok(())
 }

@@ -200,6 +200,17 @@ pub fn find_air_tool(
     config: &Config,
     search: &SearchPaths,
 ) -> std::result::Result<Tool, MissingTool> {
+    let (places, searched) = air_tool_places(name, config, search);
+    pick_executable(name, places, searched)
+}
+
+/// Where `air-opt`/`aircc` may be, in search order, plus the site directories whose
+/// `mlir-air.pth` is missing (reported as places looked).
+fn air_tool_places(
+    name: &str,
+    config: &Config,
+    search: &SearchPaths,
+) -> (Vec<(String, PathBuf)>, Vec<Candidate>) {
     let mut places: Vec<(String, PathBuf)> = Vec::new();
     let mut searched = Vec::new();
     if let Some(dir) = &config.locations.mlir_air_install_dir {
@@ -228,7 +239,30 @@ pub fn find_air_tool(
     for dir in &config.locations.path {
         places.push(("PATH".into(), dir.join(name)));
     }
-    pick_executable(name, places, searched)
+    (places, searched)
+}
+
+/// Every file discovery could pick for each tool a compile runs (`air-opt`, `aircc`, and
+/// Peano's `bin/llc`), in search order, absolute, whether or not it exists. Nothing is run:
+/// this is cheap enough for every kernel launch, e.g. to stamp a cache key with the sizes and
+/// modification times of the files (a changed installation then changes the key).
+pub fn candidate_files(config: &Config, search: &SearchPaths) -> Vec<(&'static str, Vec<PathBuf>)> {
+    let air = |name| {
+        air_tool_places(name, config, search)
+            .0
+            .into_iter()
+            .map(|(_, p)| absolute(p))
+            .collect()
+    };
+    let llc = peano_roots(config, search)
+        .into_iter()
+        .map(|(_, root)| absolute(root).join("bin").join("llc"))
+        .collect();
+    vec![
+        ("air-opt", air("air-opt")),
+        ("aircc", air("aircc")),
+        ("peano", llc),
+    ]
 }
 
 /// The directories a `.pth` file adds to `sys.path` (relative lines are relative to the site
@@ -246,25 +280,10 @@ fn pth_dirs(site: &Path, text: &str) -> Vec<PathBuf> {
 
 /// Finds the Peano (llvm-aie) root.
 pub fn find_peano(config: &Config, search: &SearchPaths) -> std::result::Result<Tool, MissingTool> {
-    let mut roots: Vec<(String, PathBuf)> = Vec::new();
-    if let Some(bin) = &config.locations.llvm_binary_dir {
-        let root = bin
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| bin.clone());
-        roots.push(("LLVM_BINARY_DIR (its parent)".into(), root));
-    }
-    if let Some(root) = &config.locations.peano_install_dir {
-        roots.push(("PEANO_INSTALL_DIR".into(), root.clone()));
-    }
-    for site in &search.site_packages {
-        roots.push((
-            format!("llvm-aie package in {}", site.display()),
-            site.join("llvm-aie"),
-        ));
-    }
+    let roots = peano_roots(config, search);
     let mut searched = Vec::new();
     for (origin, root) in roots {
+        let root = absolute(root);
         let llc = root.join("bin").join("llc");
         if let Err(why) = executable(&llc) {
             searched.push(Candidate {
@@ -307,6 +326,28 @@ pub fn find_peano(config: &Config, search: &SearchPaths) -> std::result::Result<
     })
 }
 
+/// Candidate Peano roots, in search order.
+fn peano_roots(config: &Config, search: &SearchPaths) -> Vec<(String, PathBuf)> {
+    let mut roots: Vec<(String, PathBuf)> = Vec::new();
+    if let Some(bin) = &config.locations.llvm_binary_dir {
+        let root = bin
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| bin.clone());
+        roots.push(("LLVM_BINARY_DIR (its parent)".into(), root));
+    }
+    if let Some(root) = &config.locations.peano_install_dir {
+        roots.push(("PEANO_INSTALL_DIR".into(), root.clone()));
+    }
+    for site in &search.site_packages {
+        roots.push((
+            format!("llvm-aie package in {}", site.display()),
+            site.join("llvm-aie"),
+        ));
+    }
+    roots
+}
+
 /// Finds `triton-shared-opt`.
 pub fn find_triton_shared_opt(
     config: &Config,
@@ -336,6 +377,7 @@ fn pick_executable(
     mut searched: Vec<Candidate>,
 ) -> std::result::Result<Tool, MissingTool> {
     for (origin, path) in places {
+        let path = absolute(path);
         match executable(&path) {
             Ok(()) => {
                 let identity = identity_from(&path, version_output(&path).ok());
@@ -358,6 +400,12 @@ fn pick_executable(
         searched,
         install: install_hint(name),
     })
+}
+
+/// Tools run in a private working directory, so a relative location from the environment is
+/// made absolute against ours first.
+fn absolute(path: PathBuf) -> PathBuf {
+    std::path::absolute(&path).unwrap_or(path)
 }
 
 /// `Ok` for a regular file with an execute bit; otherwise why not.
@@ -657,6 +705,74 @@ mod tests {
             .collect();
         assert_eq!(found.identity.sha256.as_deref(), Some(want.as_str()));
         assert!(found.identity.describe().starts_with("sha256:"));
+    }
+
+    #[test]
+    fn relative_locations_become_absolute() {
+        let t = tempfile::tempdir_in(".").unwrap();
+        let rel = t
+            .path()
+            .strip_prefix(std::env::current_dir().unwrap())
+            .unwrap()
+            .to_path_buf();
+        tool(&t.path().join("bin/air-opt"), "echo 'air-opt version 1'");
+        llc(t.path(), "aie2");
+        let cfg = config(&[
+            ("MLIR_AIR_INSTALL_DIR", rel.display().to_string()),
+            ("PEANO_INSTALL_DIR", rel.display().to_string()),
+        ]);
+        let found = find_air_tool("air-opt", &cfg, &SearchPaths::default()).unwrap();
+        assert!(found.path.is_absolute(), "{}", found.path.display());
+        assert!(found.path.ends_with(rel.join("bin/air-opt")));
+        let peano = find_peano(&cfg, &SearchPaths::default()).unwrap();
+        assert!(peano.path.is_absolute(), "{}", peano.path.display());
+    }
+
+    #[test]
+    fn candidate_files_follow_the_search_order() {
+        let t = tempfile::tempdir().unwrap();
+        let site = t.path().join("site");
+        std::fs::create_dir_all(&site).unwrap();
+        std::fs::write(site.join("mlir-air.pth"), "wheel/python\n").unwrap();
+        let cfg = config(&[
+            (
+                "MLIR_AIR_INSTALL_DIR",
+                t.path().join("air").display().to_string(),
+            ),
+            (
+                "LLVM_BINARY_DIR",
+                t.path().join("llvm/bin").display().to_string(),
+            ),
+            (
+                "PEANO_INSTALL_DIR",
+                t.path().join("peano").display().to_string(),
+            ),
+            ("PATH", t.path().join("p").display().to_string()),
+        ]);
+        let search = SearchPaths {
+            site_packages: vec![site.clone()],
+            triton_dir: None,
+        };
+        let files = candidate_files(&cfg, &search);
+        let names: Vec<&str> = files.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, ["air-opt", "aircc", "peano"]);
+        assert_eq!(
+            files[1].1,
+            vec![
+                t.path().join("air/bin/aircc"),
+                site.join("wheel/bin/aircc"),
+                site.join("mlir_air/bin/aircc"),
+                t.path().join("p/aircc"),
+            ]
+        );
+        assert_eq!(
+            files[2].1,
+            vec![
+                t.path().join("llvm/bin/llc"),
+                t.path().join("peano/bin/llc"),
+                site.join("llvm-aie/bin/llc"),
+            ]
+        );
     }
 
     #[test]

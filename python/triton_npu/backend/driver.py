@@ -134,13 +134,18 @@ class NPUDriver(DriverBase):
 
         return do_bench
 
-    def get_device_interface(self) -> Any:
-        from triton_npu.backend.launcher import DeviceInterface
 
-        return DeviceInterface()
-
-    def get_empty_cache_for_benchmark(self) -> Any:
+def get_npu_cache_dir(compiled_kernel: Any) -> str | None:
+    """The cache directory holding a launched kernel's artifacts (``kernel.hsaco``,
+    ``aie.elf`` …); ``None`` before its first launch."""
+    run = getattr(compiled_kernel, "_run", None)
+    if run is None:
         return None
+    from triton_npu._loader import native
 
-    def clear_cache(self, cache: Any) -> None:
-        return None
+    if not isinstance(run, native().NPULauncher):
+        raise TypeError(
+            f"{type(compiled_kernel).__name__} was not compiled for the NPU "
+            f"(its launcher is {type(run).__name__})"
+        )
+    return run.npu_cache_dir

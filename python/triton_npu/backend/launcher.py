@@ -1,31 +1,74 @@
-"""The launcher Triton calls at every kernel launch (native; see crates/npu-python)."""
+"""The launcher Triton calls at every kernel launch, and the benchmarker.
+
+The launcher is native (``triton_npu._native.NPULauncher``): built once per compiled kernel
+from its signature, it compiles nothing at run time; see crates/npu-python/src/launcher.rs.
+"""
 
 from __future__ import annotations
 
+import functools
+import os
+import site
+import statistics
+from collections.abc import Callable, Sequence
 from typing import Any
 
-
-def make_launcher_cls(runtime: str) -> Any:
-    """The class Triton instantiates as ``launcher_cls(src, metadata)`` for each kernel."""
-
-    class NPULauncher:
-        def __init__(self, src: Any, metadata: Any) -> None:
-            self.src = src
-            self.metadata = metadata
-            self.runtime = runtime
-
-        def __call__(self, *args: Any) -> None:
-            raise NotImplementedError(
-                "launching kernels on the NPU is not available in this build of triton-npu "
-                "yet; compile-only use works (triton.compile / kernel.warmup)"
-            )
-
-    return NPULauncher
+from triton_npu._loader import native
 
 
-def do_bench(*args: Any, **kwargs: Any) -> Any:
-    raise NotImplementedError("the NPU benchmarker is not available in this build yet")
+@functools.cache
+def host_facts() -> dict:
+    """What the Rust driver cannot learn by itself: where pip installs tools and runtimes,
+    the triton package, and the directories that may hold our XRT shim."""
+    import triton
+
+    sites = list(site.getsitepackages()) if hasattr(site, "getsitepackages") else []
+    user = site.getusersitepackages() if hasattr(site, "getusersitepackages") else None
+    if user:
+        sites.append(user)
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return {
+        "site_packages": sites,
+        "triton_dir": [os.path.dirname(triton.__file__)],
+        "shim_dirs": [os.path.join(package, "lib"), package],
+    }
 
 
-class DeviceInterface:
-    pass
+def make_launcher_cls(runtime: str) -> Callable[..., Any]:
+    """``launcher_cls(src, metadata)`` for Triton, with the runtime bound."""
+    return functools.partial(native().NPULauncher, runtime=runtime, host=host_facts())
+
+
+def do_bench(
+    fn: Callable[[], Any],
+    warmup: int = 25,
+    rep: int = 100,
+    quantiles: Sequence[float] | None = None,
+    return_mode: str = "mean",
+    **_: Any,
+) -> Any:
+    """Times ``fn`` (one kernel launch) by the device time the runtime measured for each
+    dispatch, under both runtimes. ``warmup`` and ``rep`` are milliseconds of device time,
+    as in ``triton.testing.do_bench``."""
+    if return_mode not in ("min", "max", "mean", "median", "all"):
+        raise ValueError(f"return_mode must be min, max, mean, median or all; got {return_mode!r}")
+    fn()  # first launch: compile, load
+    estimate_ms = max(native().last_device_time() * 1e3, 1e-3)
+    for _ in range(max(1, int(warmup / estimate_ms))):
+        fn()
+    times = []
+    for _ in range(max(5, int(rep / estimate_ms))):
+        fn()
+        times.append(native().last_device_time() * 1e3)
+    if quantiles is not None:
+        ordered = sorted(times)
+        picked = [ordered[min(len(ordered) - 1, int(q * len(ordered)))] for q in quantiles]
+        return picked[0] if len(picked) == 1 else picked
+    if return_mode == "all":
+        return times
+    return {
+        "min": min,
+        "max": max,
+        "mean": statistics.fmean,
+        "median": statistics.median,
+    }[return_mode](times)

@@ -253,18 +253,16 @@ impl Dispatcher {
                 result.map(|()| report)
             }
             Err(Failure::Device(e)) => {
-                let rebuilt = self.rebuild_queue();
+                self.rebuild_after_failure();
                 self.return_all(staged);
-                rebuilt?;
                 Err(e)
             }
             Err(Failure::TimedOut { error, returned }) => {
                 match returned {
                     // The submit came back: the queue can be torn down and the buffers reused.
                     None => {
-                        let rebuilt = self.rebuild_queue();
+                        self.rebuild_after_failure();
                         self.return_all(staged);
-                        rebuilt?;
                     }
                     Some(returned) => {
                         self.stuck = Some(StuckSubmit {
@@ -276,6 +274,14 @@ impl Dispatcher {
                 }
                 Err(error)
             }
+        }
+    }
+
+    /// Rebuilds the queue after a failed dispatch. If that fails too, the dispatch's own error
+    /// is the one to report; the next dispatch tries to create the queue again.
+    fn rebuild_after_failure(&mut self) {
+        if let Err(e) = self.rebuild_queue() {
+            tracing::warn!("cannot recreate the AIE queue after a failed dispatch: {e}");
         }
     }
 

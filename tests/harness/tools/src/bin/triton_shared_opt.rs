@@ -5,7 +5,7 @@
 //! (IN and OUT default to stdin/stdout). Without a conversion pass the module is copied as is,
 //! like any mlir-opt with an empty pipeline.
 
-use npu_harness_tools::cli::{self, flag, value};
+use npu_harness_tools::cli::{self, flag, optional, value};
 use npu_harness_tools::harness;
 use npu_harness_tools::{linalg, ttir};
 
@@ -15,8 +15,9 @@ fn main() {
     let argv = harness::start(TOOL);
     let specs = [
         value("o"),
-        flag("triton-to-linalg-experimental"),
-        flag("triton-to-linalg"),
+        // Pass flags may carry pass options (`--pass="opt=v"`), as in any mlir-opt.
+        optional("triton-to-linalg-experimental"),
+        optional("triton-to-linalg"),
         flag("mlir-print-debuginfo"),
         flag("allow-unregistered-dialect"),
         flag("split-input-file"),
@@ -40,14 +41,15 @@ fn main() {
     let text = harness::read_input(input).unwrap_or_else(|e| {
         harness::fail(&format!("{TOOL}: could not open input file '{input}': {e}"))
     });
-    let converted = if args.flag("triton-to-linalg-experimental") || args.flag("triton-to-linalg") {
-        match ttir::analyse(&text) {
-            Ok(kernel) => linalg::emit(&kernel, args.flag("mlir-print-debuginfo")),
-            Err(e) => harness::fail(&format!("{input}:1:1: error: {e}")),
-        }
-    } else {
-        text
-    };
+    let converted =
+        if args.present("triton-to-linalg-experimental") || args.present("triton-to-linalg") {
+            match ttir::analyse(&text) {
+                Ok(kernel) => linalg::emit(&kernel, args.flag("mlir-print-debuginfo")),
+                Err(e) => harness::fail(&format!("{input}:1:1: error: {e}")),
+            }
+        } else {
+            text
+        };
     harness::write_output(output, converted.as_bytes())
         .unwrap_or_else(|e| harness::fail(&format!("{TOOL}: cannot write '{output}': {e}")));
 }

@@ -1,0 +1,42 @@
+//! The driver's error type: each variant carries the lower layer's message intact.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    #[error(transparent)]
+    Config(#[from] npu_target::ConfigError),
+    #[error(transparent)]
+    Target(#[from] npu_target::TargetError),
+    #[error(transparent)]
+    Format(#[from] npu_target::FormatError),
+    #[error(
+        "the transform script {path} (AIR_TRANSFORM_TILING_SCRIPT) cannot be read: {source}; \
+         fix the path or unset the variable to use the default schedule"
+    )]
+    TransformScript {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Toolchain(#[from] npu_toolchain::ToolchainError),
+    #[error(transparent)]
+    Cache(#[from] npu_cache::CacheError),
+    #[error("cannot pack kernel.hsaco for kernel {kernel:?}: {reason}")]
+    Hsaco { kernel: String, reason: String },
+    #[error("the cached entry {dir} lacks {what}; clear it with `triton-npu cache clear --yes`")]
+    Incomplete { dir: PathBuf, what: String },
+    #[error(transparent)]
+    Runtime(#[from] npu_runtime::RuntimeError),
+    #[error("the kernel's Linalg text has no func.func; cannot find the kernel")]
+    NoKernel,
+    #[error("kernel {kernel:?} takes {expected} tensor arguments, the launch passed {got}")]
+    ArgumentCount {
+        kernel: String,
+        expected: usize,
+        got: usize,
+    },
+    #[error("compile-only mode (AMD_TRITON_NPU_COMPILE_ONLY=1): kernels are built, never run")]
+    CompileOnly,
+}

@@ -1,0 +1,388 @@
+//! `NPULauncher`: what Triton calls at every launch of a compiled kernel.
+//!
+//! Built once per compiled kernel from its signature; no compiler runs, ever. Each call:
+//! enter hook → on the first launch of a grid, the driver's `prepare` (cache, toolchain,
+//! load) → arguments mapped to host buffers → dispatch with the GIL released → exit hook.
+//! Later launches of the same grid find the loaded kernel in a small table without looking at
+//! the IR again.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use npu_driver::{DriverError, Host, KernelRequest, Prepared};
+use npu_runtime::HostArg;
+use npu_target::{Config, RuntimeKind};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
+
+use crate::config::config_error;
+
+/// What a kernel parameter is, from its Triton signature type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Param {
+    /// Compiled into the kernel; the launch still passes it, and it is dropped.
+    Constexpr,
+    /// `*fp32` and friends: a host buffer.
+    Pointer,
+    /// A scalar: checked against its type, then dropped (scalars never reach the NPU).
+    Int,
+    Float,
+}
+
+impl Param {
+    fn from_signature(ty: &str) -> Param {
+        if ty == "constexpr" {
+            Param::Constexpr
+        } else if ty.starts_with('*') {
+            Param::Pointer
+        } else if ty.starts_with("fp") || ty.starts_with("bf") {
+            Param::Float
+        } else {
+            Param::Int
+        }
+    }
+}
+
+/// Device time of the last dispatch in this process, for the benchmarker.
+static LAST_DEVICE_NS: AtomicU64 = AtomicU64::new(0);
+
+pub fn driver_error(e: DriverError) -> PyErr {
+    match e {
+        DriverError::Config(c) => config_error(c),
+        DriverError::Format(f) => PyValueError::new_err(f.to_string()),
+        other => PyRuntimeError::new_err(other.to_string()),
+    }
+}
+
+#[pyclass(module = "triton_npu._native", name = "NPULauncher", frozen)]
+pub struct Launcher {
+    name: String,
+    params: Vec<(String, Param)>,
+    runtime: RuntimeKind,
+    actual_sizes: Option<[u64; 3]>,
+    host: Host,
+    /// Kernels loaded per grid; a list because a kernel rarely sees more than a few grids.
+    loaded: Mutex<Vec<([u32; 3], Arc<Prepared>)>>,
+    last_cache_dir: Mutex<Option<PathBuf>>,
+}
+
+fn host_from(facts: Option<&Bound<'_, PyDict>>) -> PyResult<Host> {
+    let Some(facts) = facts else {
+        return Ok(Host::default());
+    };
+    let paths = |key: &str| -> PyResult<Vec<PathBuf>> {
+        Ok(match facts.get_item(key)? {
+            Some(v) if !v.is_none() => v
+                .extract::<Vec<String>>()?
+                .into_iter()
+                .map(PathBuf::from)
+                .collect(),
+            _ => Vec::new(),
+        })
+    };
+    Ok(Host {
+        site_packages: paths("site_packages")?,
+        triton_dir: paths("triton_dir")?.into_iter().next(),
+        shim_dirs: paths("shim_dirs")?,
+    })
+}
+
+#[pymethods]
+impl Launcher {
+    /// `NPULauncher(src, metadata, runtime="xrt", host=None)`: Triton's `launcher_cls(src,
+    /// metadata)` with the runtime bound by the driver.
+    #[new]
+    #[pyo3(signature = (src, metadata, runtime = "xrt", host = None))]
+    fn new(
+        src: &Bound<'_, PyAny>,
+        metadata: &Bound<'_, PyAny>,
+        runtime: &str,
+        host: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Launcher> {
+        let runtime = RuntimeKind::parse(runtime).ok_or_else(|| {
+            PyValueError::new_err(format!("unknown NPU runtime {runtime:?}; valid: xrt, hsa"))
+        })?;
+        let signature = src.getattr("signature")?;
+        let signature = signature.cast::<PyDict>().map_err(|_| {
+            PyTypeError::new_err("src.signature must be a dict of parameter name → type")
+        })?;
+        let mut params = Vec::with_capacity(signature.len());
+        for (name, ty) in signature.iter() {
+            let ty: String = ty.str()?.extract()?;
+            params.push((name.extract::<String>()?, Param::from_signature(&ty)));
+        }
+        // Constexpr values by name, for upstream's actual-sizes rule.
+        let mut constexprs: Vec<(String, i64)> = Vec::new();
+        if let Ok(constants) = src.getattr("constants")
+            && let Ok(constants) = constants.cast::<PyDict>()
+        {
+            for (key, value) in constants.iter() {
+                let index = key
+                    .cast::<PyTuple>()
+                    .ok()
+                    .and_then(|t| t.get_item(0).ok())
+                    .and_then(|i| i.extract::<usize>().ok());
+                if let (Some(i), Ok(v)) = (index, value.extract::<i64>())
+                    && let Some((name, _)) = params.get(i)
+                {
+                    constexprs.push((name.clone(), v));
+                }
+            }
+        }
+        let actual_sizes =
+            npu_toolchain::lower::actual_sizes(constexprs.iter().map(|(k, v)| (k.as_str(), *v)));
+        Ok(Launcher {
+            name: metadata.getattr("name")?.extract()?,
+            params,
+            runtime,
+            actual_sizes,
+            host: host_from(host)?,
+            loaded: Mutex::new(Vec::new()),
+            last_cache_dir: Mutex::new(None),
+        })
+    }
+
+    /// `launcher(gridX, gridY, gridZ, stream, function, packed_metadata, launch_metadata,
+    /// enter_hook, exit_hook, *args)`.
+    #[pyo3(signature = (*args))]
+    fn __call__(&self, py: Python<'_>, args: &Bound<'_, PyTuple>) -> PyResult<()> {
+        const FIXED: usize = 9;
+        if args.len() < FIXED {
+            return Err(PyTypeError::new_err(format!(
+                "NPULauncher expects (gridX, gridY, gridZ, stream, function, packed_metadata, \
+                 launch_metadata, enter_hook, exit_hook, *args); got {} arguments",
+                args.len()
+            )));
+        }
+        let grid = [
+            args.get_item(0)?.extract::<u32>()?,
+            args.get_item(1)?.extract::<u32>()?,
+            args.get_item(2)?.extract::<u32>()?,
+        ];
+        let launch_metadata = args.get_item(6)?;
+        let enter_hook = args.get_item(7)?;
+        if !enter_hook.is_none() {
+            enter_hook.call1((&launch_metadata,))?;
+        }
+        let kernel_args = args.get_slice(FIXED, args.len());
+        let buffers = self.buffers(&kernel_args)?;
+        if grid.contains(&0) {
+            return self.exit(&args.get_item(8)?, &launch_metadata);
+        }
+        let prepared = self.prepared(py, grid, &args.get_item(4)?)?;
+        if prepared.loaded.is_some() {
+            let report = py
+                .detach(|| prepared.dispatch(&buffers, None))
+                .map_err(driver_error)?;
+            LAST_DEVICE_NS.store(report.device_time.as_nanos() as u64, Ordering::Relaxed);
+        }
+        self.exit(&args.get_item(8)?, &launch_metadata)
+    }
+
+    /// The cache directory of the kernel's artifacts once it has been launched (upstream's
+    /// `npu_cache_dir`), else `None`.
+    #[getter]
+    fn npu_cache_dir(&self) -> Option<String> {
+        self.last_cache_dir
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map(|p| p.display().to_string())
+    }
+
+    #[getter]
+    fn runtime(&self) -> &'static str {
+        self.runtime.as_str()
+    }
+
+    #[getter]
+    fn kernel_name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Launcher {
+    fn exit(&self, hook: &Bound<'_, PyAny>, metadata: &Bound<'_, PyAny>) -> PyResult<()> {
+        if !hook.is_none() {
+            hook.call1((metadata,))?;
+        }
+        Ok(())
+    }
+
+    /// The prepared kernel for `grid`, preparing it on first use.
+    fn prepared(
+        &self,
+        py: Python<'_>,
+        grid: [u32; 3],
+        function: &Bound<'_, PyAny>,
+    ) -> PyResult<Arc<Prepared>> {
+        {
+            let table = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some((_, p)) = table.iter().find(|(g, _)| *g == grid) {
+                return Ok(p.clone());
+            }
+        }
+        let ttsharedir = if let Ok(b) = function.cast::<PyBytes>() {
+            String::from_utf8_lossy(b.as_bytes()).into_owned()
+        } else if let Ok(s) = function.cast::<PyString>() {
+            s.to_str()?.to_owned()
+        } else {
+            return Err(PyTypeError::new_err(
+                "the kernel function handle must be the ttsharedir text (bytes); was the \
+                 kernel compiled by the NPU backend?",
+            ));
+        };
+        let mut config = Config::current().map_err(config_error)?;
+        config.runtime = self.runtime;
+        let request = KernelRequest {
+            name: self.name.clone(),
+            ttsharedir,
+            grid,
+            actual_sizes: self.actual_sizes,
+        };
+        let host = self.host.clone();
+        let prepared = py
+            .detach(|| npu_driver::prepare(&config, &host, &request))
+            .map_err(driver_error)?;
+        *self
+            .last_cache_dir
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(prepared.cache_dir().to_owned());
+        let prepared = Arc::new(prepared);
+        let mut table = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, p)) = table.iter().find(|(g, _)| *g == grid) {
+            return Ok(p.clone());
+        }
+        table.push((grid, prepared.clone()));
+        Ok(prepared)
+    }
+
+    /// Maps the kernel arguments to host buffers (pointer parameters, in order), checking
+    /// every argument against the signature.
+    fn buffers(&self, args: &Bound<'_, PyTuple>) -> PyResult<Vec<HostArg>> {
+        if args.len() != self.params.len() {
+            return Err(PyTypeError::new_err(format!(
+                "{} takes {} arguments ({}), got {}",
+                self.name,
+                self.params.len(),
+                self.params
+                    .iter()
+                    .map(|(n, _)| n.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                args.len()
+            )));
+        }
+        let py = args.py();
+        let mut out = Vec::with_capacity(self.params.len());
+        for (i, ((name, param), arg)) in self.params.iter().zip(args.iter()).enumerate() {
+            match param {
+                Param::Constexpr => {}
+                Param::Int => {
+                    if arg.extract::<i64>().is_err() && arg.extract::<u64>().is_err() {
+                        return Err(PyTypeError::new_err(format!(
+                            "argument {i} ({name}) of {} must be an integer, got {}",
+                            self.name,
+                            arg.get_type().name()?
+                        )));
+                    }
+                }
+                Param::Float => {
+                    if arg.extract::<f64>().is_err() {
+                        return Err(PyTypeError::new_err(format!(
+                            "argument {i} ({name}) of {} must be a number, got {}",
+                            self.name,
+                            arg.get_type().name()?
+                        )));
+                    }
+                }
+                Param::Pointer => out.push(self.host_buffer(py, i, name, &arg)?),
+            }
+        }
+        Ok(out)
+    }
+
+    fn host_buffer(
+        &self,
+        py: Python<'_>,
+        i: usize,
+        name: &str,
+        arg: &Bound<'_, PyAny>,
+    ) -> PyResult<HostArg> {
+        let what = || format!("argument {i} ({name}) of {}", self.name);
+        if arg.is_none() {
+            return Err(PyTypeError::new_err(format!(
+                "{} is None; the NPU needs a tensor (an object with data_ptr(), dtype and shape)",
+                what()
+            )));
+        }
+        let ptr: u64 = arg
+            .call_method0(intern!(py, "data_ptr"))
+            .and_then(|p| p.extract())
+            .map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "{} must be a tensor (an object with data_ptr(), dtype and shape), got {}",
+                    what(),
+                    arg.get_type()
+                        .name()
+                        .map(|n| n.to_string())
+                        .unwrap_or_default()
+                ))
+            })?;
+        if let Ok(contiguous) = arg.call_method0(intern!(py, "is_contiguous"))
+            && !contiguous.is_truthy()?
+        {
+            return Err(PyValueError::new_err(format!(
+                "{} is not contiguous; the NPU reads elements × item size bytes from its start: \
+                 pass a contiguous tensor (e.g. x.contiguous())",
+                what()
+            )));
+        }
+        let itemsize: usize = arg
+            .getattr(intern!(py, "dtype"))
+            .and_then(|d| d.getattr(intern!(py, "itemsize")))
+            .and_then(|s| s.extract())
+            .map_err(|_| {
+                PyTypeError::new_err(format!("{} has no dtype with an itemsize", what()))
+            })?;
+        let mut elements: usize = 1;
+        for dim in arg.getattr(intern!(py, "shape"))?.try_iter()? {
+            let dim: usize = dim?.extract().map_err(|_| {
+                PyValueError::new_err(format!(
+                    "{} has a negative or non-integer dimension",
+                    what()
+                ))
+            })?;
+            elements = elements
+                .checked_mul(dim)
+                .ok_or_else(|| PyValueError::new_err(format!("{} is too large", what())))?;
+        }
+        let len = elements.saturating_mul(itemsize);
+        if len == 0 {
+            return Err(PyValueError::new_err(format!(
+                "{} is empty; the NPU cannot take a zero-size buffer",
+                what()
+            )));
+        }
+        // SAFETY: the tensor object is alive for the whole call (the argument tuple holds it),
+        // and data_ptr()/shape/itemsize describe memory it owns; Triton's contract is that the
+        // kernel may read and write it during the launch.
+        unsafe { HostArg::from_raw(ptr as usize as *mut u8, len) }
+            .ok_or_else(|| PyValueError::new_err(format!("{} has a null data pointer", what())))
+    }
+}
+
+/// Device time of the last dispatch in this process, in seconds (the benchmarker's clock).
+#[pyfunction]
+fn last_device_time() -> f64 {
+    LAST_DEVICE_NS.load(Ordering::Relaxed) as f64 * 1e-9
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Launcher>()?;
+    m.add_function(wrap_pyfunction!(last_device_time, m)?)?;
+    Ok(())
+}
