@@ -41,3 +41,33 @@ def run_python(code: str, env: dict | None = None, cwd: Path | None = None):
         cwd=cwd,
         timeout=300,
     )
+
+
+def harness_env(tmp_path: Path, **extra: str) -> dict:
+    """The environment of a process that runs kernels on the conformance harness: the
+    exports of target/harness/env.sh, private caches under `tmp_path`, and `extra`."""
+    env_sh = HARNESS / "env.sh"
+    if not env_sh.is_file():
+        raise AssertionError(f"{env_sh} is missing: run `make harness` first")
+    env = {k: v for k, v in os.environ.items() if k not in _CONFIG_VARS}
+    env = {k: v for k, v in env.items() if not k.startswith("NPU_HARNESS_")}
+    for line in env_sh.read_text().splitlines():
+        if line.startswith("export ") and "=" in line:
+            key, value = line[len("export ") :].split("=", 1)
+            env[key] = value.strip('"')
+    env["AMD_TRITON_NPU_CACHE_DIR"] = str(tmp_path / "npu-cache")
+    env["TRITON_CACHE_DIR"] = str(tmp_path / "triton-cache")
+    env.update(extra)
+    return env
+
+
+def run_script(script: str, env: dict, cwd: Path | None = None, timeout: int = 600):
+    """Runs a Python script in a fresh interpreter with `env`; returns the CompletedProcess."""
+    return subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=timeout,
+    )

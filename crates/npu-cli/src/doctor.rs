@@ -3,8 +3,7 @@
 use serde::Serialize;
 
 use npu_target::target::{self, TargetProbe};
-use npu_target::xrt_smi::XrtSmiProbe;
-use npu_target::{Config, OutputFormat};
+use npu_target::{Config, OutputFormat, RuntimeKind};
 
 use npu_toolchain::discovery::{self, SearchPaths};
 
@@ -69,11 +68,6 @@ impl Report {
             fix,
         });
     }
-}
-
-/// The probes target detection uses for this configuration, in upstream's order.
-fn probes(config: &Config) -> Vec<Box<dyn TargetProbe>> {
-    vec![Box::new(XrtSmiProbe::from_config(config))]
 }
 
 pub fn collect(host: &Host) -> Report {
@@ -142,7 +136,8 @@ pub fn collect(host: &Host) -> Report {
         None,
     );
 
-    let probes = probes(&config);
+    let driver_host = host.driver_host();
+    let probes = npu_driver::runtimes::probes(&config, &driver_host);
     let probe_refs: Vec<&dyn TargetProbe> = probes.iter().map(|p| p.as_ref()).collect();
     match target::detect_memoised(&config, &probe_refs) {
         Ok(d) => {
@@ -181,6 +176,7 @@ pub fn collect(host: &Host) -> Report {
     }
 
     tools(&mut r, &config, host);
+    runtimes(&mut r, &config, &driver_host);
 
     r.usable = r.errors.is_empty();
     r
@@ -224,6 +220,49 @@ fn tools(r: &mut Report, config: &Config, host: &Host) {
             }
         }
     }
+}
+
+/// ROCr and XRT: where each was found and what device it sees. Neither is needed to compile,
+/// so a missing one is an error only for running kernels with that runtime.
+fn runtimes(r: &mut Report, config: &Config, host: &npu_driver::Host) {
+    let selected = |kind: RuntimeKind| config.runtime == kind && !config.compile_only;
+    let hsa = npu_runtime::hsa::doctor_report(config, &host.site_packages);
+    let hsa_text = hsa.to_string().trim_end().replace('\n', "; ");
+    let hsa_usable = hsa.agent.is_ok();
+    let status = match (hsa_usable, selected(RuntimeKind::Hsa)) {
+        (true, _) => Status::Ok,
+        (false, true) => Status::Warn,
+        (false, false) => Status::Missing,
+    };
+    r.push(
+        "ROCr (hsa)",
+        status,
+        hsa_text,
+        (!hsa_usable).then(|| {
+            "install an AIE-capable ROCr (pip rocm-sdk-core from AMD's nightly index) and \
+             point AMD_NPU_ROCR_PATH at it; needed only to run kernels with \
+             AMD_TRITON_NPU_RUNTIME=hsa"
+                .to_owned()
+        }),
+    );
+    let xrt = npu_runtime::xrt::doctor_report(config, &host.shim_dirs);
+    let xrt_text = xrt.to_string().trim_end().replace('\n', "; ");
+    let xrt_usable = xrt.usable();
+    let status = match (xrt_usable, selected(RuntimeKind::Xrt)) {
+        (true, _) => Status::Ok,
+        (false, true) => Status::Warn,
+        (false, false) => Status::Missing,
+    };
+    r.push(
+        "XRT (xrt)",
+        status,
+        xrt_text,
+        (!xrt_usable).then(|| {
+            "install XRT ≥ 2.19 with the amdxdna driver (xrt-smi examine must list the NPU); \
+             needed only to run kernels with AMD_TRITON_NPU_RUNTIME=xrt"
+                .to_owned()
+        }),
+    );
 }
 
 /// Where discovery looked, grouped by origin: every path for configured locations, a count

@@ -33,11 +33,25 @@ pub struct PythonHost {
     pub triton_dir: Option<PathBuf>,
     /// `site.getsitepackages()` plus the user site: where pip installs tool packages.
     pub site_packages: Vec<PathBuf>,
+    /// The installed package's directories that may hold the XRT shim.
+    pub shim_dirs: Vec<PathBuf>,
 }
 
 impl Host {
     pub fn standalone() -> Host {
         Host::default()
+    }
+
+    /// The driver's view of the installation.
+    pub fn driver_host(&self) -> npu_driver::Host {
+        match &self.python {
+            Some(py) => npu_driver::Host {
+                site_packages: py.site_packages.clone(),
+                triton_dir: py.triton_dir.clone(),
+                shim_dirs: py.shim_dirs.clone(),
+            },
+            None => npu_driver::Host::default(),
+        }
     }
 }
 

@@ -1,7 +1,6 @@
 //! First launch of a (kernel, grid): cache lookup or build, then load.
 
 use std::path::{Path, PathBuf};
-use std::time::UNIX_EPOCH;
 
 use npu_cache::{Cache, Entry, Inputs, KERNEL_NAME_INPUT, TOOL_INPUT_PREFIX};
 use npu_runtime::{Program, Runtime};
@@ -99,23 +98,13 @@ pub fn cache_inputs(
 
 /// `path size mtime` of every file that discovery could pick for each tool, in search order.
 fn tool_stamps(config: &Config, host: &Host) -> Vec<(&'static str, String)> {
-    let search = search_paths(host);
-    npu_toolchain::discovery::candidate_files(config, &search)
+    npu_toolchain::discovery::candidate_files(config, &search_paths(host))
         .into_iter()
         .map(|(tool, paths)| {
-            let stamp: Vec<String> = paths
-                .iter()
-                .filter_map(|p| {
-                    let meta = std::fs::metadata(p).ok()?;
-                    let mtime = meta
-                        .modified()
-                        .ok()
-                        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-                        .map_or(0, |d| d.as_nanos());
-                    Some(format!("{} {} {mtime}", p.display(), meta.len()))
-                })
-                .collect();
-            (tool, stamp.join("\n"))
+            (
+                tool,
+                npu_toolchain::discovery::file_stamps(paths.iter().map(PathBuf::as_path)),
+            )
         })
         .collect()
 }

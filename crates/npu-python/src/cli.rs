@@ -16,9 +16,15 @@ fn cli_main(py: Python<'_>, args: Vec<String>, facts: &Bound<'_, PyDict>) -> PyR
             _ => Ok(None),
         }
     };
-    let site_packages: Vec<String> = match facts.get_item("site_packages")? {
-        Some(v) => v.extract()?,
-        None => Vec::new(),
+    let paths = |key: &str| -> PyResult<Vec<PathBuf>> {
+        Ok(match facts.get_item(key)? {
+            Some(v) if !v.is_none() => v
+                .extract::<Vec<String>>()?
+                .into_iter()
+                .map(PathBuf::from)
+                .collect(),
+            _ => Vec::new(),
+        })
     };
     let host = npu_cli::Host {
         python: Some(npu_cli::PythonHost {
@@ -26,8 +32,9 @@ fn cli_main(py: Python<'_>, args: Vec<String>, facts: &Bound<'_, PyDict>) -> PyR
             version: get("version")?.unwrap_or_default(),
             triton_version: get("triton_version")?,
             triton_error: get("triton_error")?,
-            triton_dir: get("triton_dir")?.map(PathBuf::from),
-            site_packages: site_packages.into_iter().map(PathBuf::from).collect(),
+            triton_dir: paths("triton_dir")?.into_iter().next(),
+            site_packages: paths("site_packages")?,
+            shim_dirs: paths("shim_dirs")?,
         }),
     };
     Ok(py.detach(|| npu_cli::run(args, &host)))

@@ -48,6 +48,9 @@ impl Param {
 
 /// Device time of the last dispatch in this process, for the benchmarker.
 static LAST_DEVICE_NS: AtomicU64 = AtomicU64::new(0);
+/// Buffer arguments of this process's dispatches passed in place / staged (`shared.rs`).
+pub(crate) static DISPATCHED_IN_PLACE: AtomicU64 = AtomicU64::new(0);
+pub(crate) static DISPATCHED_STAGED: AtomicU64 = AtomicU64::new(0);
 
 pub fn driver_error(e: DriverError) -> PyErr {
     match e {
@@ -69,7 +72,7 @@ pub struct Launcher {
     last_cache_dir: Mutex<Option<PathBuf>>,
 }
 
-fn host_from(facts: Option<&Bound<'_, PyDict>>) -> PyResult<Host> {
+pub(crate) fn host_from(facts: Option<&Bound<'_, PyDict>>) -> PyResult<Host> {
     let Some(facts) = facts else {
         return Ok(Host::default());
     };
@@ -178,6 +181,8 @@ impl Launcher {
                 .detach(|| prepared.dispatch(&buffers, None))
                 .map_err(driver_error)?;
             LAST_DEVICE_NS.store(report.device_time.as_nanos() as u64, Ordering::Relaxed);
+            DISPATCHED_IN_PLACE.fetch_add(report.in_place.into(), Ordering::Relaxed);
+            DISPATCHED_STAGED.fetch_add(report.staged.into(), Ordering::Relaxed);
         }
         self.exit(&args.get_item(8)?, &launch_metadata)
     }

@@ -42,20 +42,17 @@ fn find_triton_shared_opt<'py>(
     Ok(d)
 }
 
-/// One line per tool (found: its identity; missing: `missing`), for Triton's cache key.
+/// `path size mtime` of every `triton-shared-opt` that discovery could pick, for Triton's
+/// cache key (`backend.hash()`, computed on every compile): installing, replacing or removing
+/// the tool changes it, and nothing is run to compute it.
 #[pyfunction]
 #[pyo3(signature = (triton_dir=None))]
-fn toolchain_fingerprint(py: Python<'_>, triton_dir: Option<String>) -> PyResult<String> {
+fn toolchain_fingerprint(triton_dir: Option<String>) -> PyResult<String> {
     let config = Config::current().map_err(config_error)?;
-    Ok(py.detach(|| {
-        discovery::report(&config, &search(triton_dir))
-            .iter()
-            .map(|r| match &r.found {
-                Some(tool) => format!("{}={};", r.tool, tool.identity.describe()),
-                None => format!("{}=missing;", r.tool),
-            })
-            .collect()
-    }))
+    let places = discovery::triton_shared_opt_places(&config, &search(triton_dir));
+    Ok(discovery::file_stamps(
+        places.iter().map(|(_, p)| p.as_path()),
+    ))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -326,6 +326,23 @@ pub fn find_peano(config: &Config, search: &SearchPaths) -> std::result::Result<
     })
 }
 
+/// `path size mtime` of each file of `paths` that exists, one per line: identifies installed
+/// tools for cache keys without running them.
+pub fn file_stamps<'a>(paths: impl IntoIterator<Item = &'a Path>) -> String {
+    paths
+        .into_iter()
+        .filter_map(|path| {
+            let meta = std::fs::metadata(path).ok()?;
+            let mtime = meta
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_nanos());
+            Some(format!("{} {} {mtime}\n", path.display(), meta.len()))
+        })
+        .collect()
+}
+
 /// Candidate Peano roots, in search order.
 fn peano_roots(config: &Config, search: &SearchPaths) -> Vec<(String, PathBuf)> {
     let mut roots: Vec<(String, PathBuf)> = Vec::new();
@@ -348,11 +365,10 @@ fn peano_roots(config: &Config, search: &SearchPaths) -> Vec<(String, PathBuf)> 
     roots
 }
 
-/// Finds `triton-shared-opt`.
-pub fn find_triton_shared_opt(
-    config: &Config,
-    search: &SearchPaths,
-) -> std::result::Result<Tool, MissingTool> {
+/// Where `triton-shared-opt` may be, in search order: `TRITON_SHARED_OPT_PATH` (the binary
+/// or its directory), `PATH`, then next to the triton package. Runs nothing, so Triton's
+/// cache key (`backend.hash()`) can be built from these files' metadata on every compile.
+pub fn triton_shared_opt_places(config: &Config, search: &SearchPaths) -> Vec<(String, PathBuf)> {
     const NAME: &str = "triton-shared-opt";
     let mut places: Vec<(String, PathBuf)> = Vec::new();
     if let Some(p) = &config.locations.triton_shared_opt_path {
@@ -368,7 +384,16 @@ pub fn find_triton_shared_opt(
             triton.join("triton_shared").join(NAME),
         ));
     }
-    pick_executable(NAME, places, Vec::new())
+    places
+}
+
+/// Finds `triton-shared-opt`.
+pub fn find_triton_shared_opt(
+    config: &Config,
+    search: &SearchPaths,
+) -> std::result::Result<Tool, MissingTool> {
+    const NAME: &str = "triton-shared-opt";
+    pick_executable(NAME, triton_shared_opt_places(config, search), Vec::new())
 }
 
 fn pick_executable(

@@ -7,8 +7,6 @@ from its signature, it compiles nothing at run time; see crates/npu-python/src/l
 from __future__ import annotations
 
 import functools
-import os
-import site
 import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -16,27 +14,11 @@ from typing import Any
 from triton_npu._loader import native
 
 
-@functools.cache
-def host_facts() -> dict:
-    """What the Rust driver cannot learn by itself: where pip installs tools and runtimes,
-    the triton package, and the directories that may hold our XRT shim."""
-    import triton
-
-    sites = list(site.getsitepackages()) if hasattr(site, "getsitepackages") else []
-    user = site.getusersitepackages() if hasattr(site, "getusersitepackages") else None
-    if user:
-        sites.append(user)
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    return {
-        "site_packages": sites,
-        "triton_dir": [os.path.dirname(triton.__file__)],
-        "shim_dirs": [os.path.join(package, "lib"), package],
-    }
-
-
 def make_launcher_cls(runtime: str) -> Callable[..., Any]:
     """``launcher_cls(src, metadata)`` for Triton, with the runtime bound."""
-    return functools.partial(native().NPULauncher, runtime=runtime, host=host_facts())
+    from triton_npu._host import facts
+
+    return functools.partial(native().NPULauncher, runtime=runtime, host=facts())
 
 
 def do_bench(

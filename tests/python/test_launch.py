@@ -1,0 +1,309 @@
+"""@triton.jit kernels through the whole pipeline on the conformance harness.
+
+Each case runs in its own process: the HSA runtime is one per process and is configured from
+the environment at first use, as in production.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import harness_env
+
+KERNELS = textwrap.dedent(
+    """
+    import sys, threading
+    import numpy as np
+    import torch
+    import triton
+    import triton.language as tl
+    from triton_npu import NPUDriver
+
+    @triton.jit
+    def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
+
+    @triton.jit
+    def sub_mul_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        x = tl.load(x_ptr + offs, mask=m)
+        y = tl.load(y_ptr + offs, mask=m)
+        tl.store(out_ptr + offs, (x - y) * y, mask=m)
+
+    @triton.jit
+    def relu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(out_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=m), 0.0), mask=m)
+
+    @triton.jit
+    def axpy_kernel(x_ptr, y_ptr, out_ptr, n, ALPHA: tl.constexpr, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(out_ptr + offs, ALPHA * tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
+
+    @triton.jit
+    def rowsum_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(out_ptr, tl.sum(tl.load(x_ptr + offs), axis=0))
+
+    triton.runtime.driver.set_active(NPUDriver(sys.argv[1]))
+    N = 4096
+    """
+)
+
+
+def run_kernels(body: str, runtime: str, env: dict) -> dict:
+    # Triton reads a @jit function's source, so the script must be a file.
+    work = Path(env["AMD_TRITON_NPU_CACHE_DIR"]).parent
+    work.mkdir(parents=True, exist_ok=True)
+    script = work / f"kernels_{len(list(work.glob('kernels_*.py')))}.py"
+    script.write_text(KERNELS + textwrap.dedent(body))
+    proc = subprocess.run(
+        [sys.executable, str(script), runtime],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+CASES = {
+    "hsa-npu2": ("hsa", {}),
+    "hsa-npu1": ("hsa", {"NPU_HARNESS_AGENT": "aie2"}),
+    "xrt-npu2": ("xrt", {}),
+    "xrt-npu1": ("xrt", {"NPU_HARNESS_XRT_DEVICE": "NPU Phoenix"}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_elementwise_kernels_compute_real_results(case: str, tmp_path: Path):
+    runtime, extra = CASES[case]
+    result = run_kernels(
+        """
+        torch.manual_seed(0)
+        x, y = torch.randn(N), torch.randn(N)
+        x0, y0 = x.clone(), y.clone()
+        out = torch.full((N,), 123.0)
+        k = add_kernel[(N // 1024,)](x, y, out, N, BLOCK=1024)
+        torch.testing.assert_close(out, x + y)
+        assert torch.equal(x, x0) and torch.equal(y, y0), "inputs must be untouched"
+        out2 = torch.empty(N)
+        sub_mul_kernel[(N // 1024,)](x, y, out2, N, BLOCK=1024)
+        torch.testing.assert_close(out2, (x - y) * y)
+        out3 = torch.empty(N)
+        relu_kernel[(N // 1024,)](x, out3, N, BLOCK=1024)
+        np.testing.assert_allclose(out3.numpy(), np.maximum(x.numpy(), 0))
+        out4 = torch.empty(N)
+        axpy_kernel[(N // 1024,)](x, y, out4, N, ALPHA=2.5, BLOCK=1024)
+        torch.testing.assert_close(out4, 2.5 * x + y)
+        # a second launch with new data reuses the loaded kernel
+        x.copy_(torch.randn(N)); add_kernel[(N // 1024,)](x, y, out, N, BLOCK=1024)
+        torch.testing.assert_close(out, x + y)
+        # integer tensors
+        a = torch.arange(N, dtype=torch.int32); b = torch.full((N,), 7, dtype=torch.int32)
+        c = torch.zeros(N, dtype=torch.int32)
+        add_kernel[(N // 1024,)](a, b, c, N, BLOCK=1024)
+        assert torch.equal(c, a + b)
+        from triton_npu.backend.driver import get_npu_cache_dir
+        import json, os
+        print(json.dumps({"cache": get_npu_cache_dir(k), "files": sorted(os.listdir(get_npu_cache_dir(k)))}))
+        """,
+        runtime,
+        harness_env(tmp_path, **extra),
+    )
+    files = set(result["files"])
+    if runtime == "hsa":
+        assert "kernel.hsaco" in files
+    target_files = {"aie.elf", "elf_kernel_name.txt"} if "npu2" in case else {"aie.xclbin", "insts.bin"}
+    assert target_files <= files, files
+
+
+def test_a_dropped_argument_changes_the_result(tmp_path: Path):
+    # Swapping two inputs of a non-commutative kernel must change the output: the data path
+    # really carries each argument to its own place.
+    result = run_kernels(
+        """
+        x, y = torch.randn(N), torch.randn(N)
+        a, b = torch.empty(N), torch.empty(N)
+        sub_mul_kernel[(N // 1024,)](x, y, a, N, BLOCK=1024)
+        sub_mul_kernel[(N // 1024,)](y, x, b, N, BLOCK=1024)
+        import json; print(json.dumps({"same": bool(torch.allclose(a, b))}))
+        """,
+        "hsa",
+        harness_env(tmp_path),
+    )
+    assert result["same"] is False
+
+
+def test_warm_cache_in_a_new_process_runs_no_tool(tmp_path: Path):
+    log = tmp_path / "tools.jsonl"
+    env = harness_env(tmp_path, NPU_HARNESS_LOG=str(log))
+    body = """
+        x, y = torch.randn(N), torch.randn(N); out = torch.empty(N)
+        add_kernel[(N // 1024,)](x, y, out, N, BLOCK=1024)
+        torch.testing.assert_close(out, x + y)
+        import json; print(json.dumps({}))
+        """
+    run_kernels(body, "hsa", env)
+    tools = [json.loads(line)["tool"] for line in log.read_text().splitlines()]
+    assert {"triton-shared-opt", "air-opt", "aircc"} <= set(tools), tools
+    cold = len(tools)
+    run_kernels(body, "hsa", env)
+    warm = log.read_text().splitlines()[cold:]
+    assert warm == [], f"a warm cache ran tools: {warm}"
+
+
+def test_a_new_grid_is_a_new_build(tmp_path: Path):
+    log = tmp_path / "tools.jsonl"
+    run_kernels(
+        """
+        x, y = torch.randn(N), torch.randn(N); out = torch.empty(N)
+        add_kernel[(4,)](x, y, out, N, BLOCK=1024)
+        add_kernel[(2,)](x, y, out, N, BLOCK=2048)
+        torch.testing.assert_close(out, x + y)
+        import json; print(json.dumps({}))
+        """,
+        "xrt",
+        harness_env(tmp_path, NPU_HARNESS_LOG=str(log)),
+    )
+    airccs = [json.loads(line) for line in log.read_text().splitlines()]
+    assert sum(1 for t in airccs if t["tool"] == "aircc" and "--version" not in t["argv"]) == 2
+
+
+def test_compile_only_needs_no_runtime(tmp_path: Path):
+    empty = tmp_path / "no-rocr"
+    empty.mkdir()
+    result = run_kernels(
+        """
+        import os
+        x, y = torch.ones(N), torch.ones(N); out = torch.zeros(N)
+        k = add_kernel[(N // 1024,)](x, y, out, N, BLOCK=1024)
+        assert torch.count_nonzero(out) == 0, "compile-only must not dispatch"
+        from triton_npu.backend.driver import get_npu_cache_dir
+        import json; print(json.dumps({"files": sorted(os.listdir(get_npu_cache_dir(k)))}))
+        """,
+        "hsa",
+        harness_env(
+            tmp_path,
+            AMD_TRITON_NPU_COMPILE_ONLY="1",
+            AMD_NPU_ROCR_PATH=str(empty),
+            AMD_TRITON_NPU_TARGET="npu2",
+            AMD_TRITON_NPU_XRT_SHIM=str(empty / "missing.so"),
+        ),
+    )
+    assert {"aie.elf", "kernel.hsaco"} <= set(result["files"])
+
+
+def test_launcher_argument_errors_and_hooks(tmp_path: Path):
+    result = run_kernels(
+        """
+        import json
+        x, y = torch.randn(N), torch.randn(N); out = torch.empty(N)
+        k = add_kernel[(N // 1024,)](x, y, out, N, BLOCK=1024)
+        launcher = k._run
+        calls = []
+        enter = lambda md: calls.append(("enter", md))
+        leave = lambda md: calls.append(("exit", md))
+        def launch(*args, grid=(4, 1, 1)):
+            launcher(*grid, None, k.function, k.packed_metadata, "md", enter, leave, *args)
+        out.zero_()
+        launch(x, y, out, N, 1024)
+        assert calls == [("enter", "md"), ("exit", "md")], calls
+        torch.testing.assert_close(out, x + y)
+        errors = {}
+        for label, args in {
+            "none": (x, None, out, N, 1024),
+            "count": (x, y, out, N),
+            "scalar": (x, y, out, "many", 1024),
+            "noncontig": (torch.randn(2 * N)[::2], y, out, N, 1024),
+            "object": (x, object(), out, N, 1024),
+            "empty": (torch.empty(0), y, out, N, 1024),
+        }.items():
+            try:
+                launch(*args)
+                errors[label] = None
+            except Exception as e:
+                errors[label] = [type(e).__name__, str(e)]
+        launch(x, y, out, N, 1024, grid=(0, 1, 1))  # an empty grid dispatches nothing
+        print(json.dumps(errors))
+        """,
+        "hsa",
+        harness_env(tmp_path),
+    )
+    assert result["none"][0] == "TypeError" and "y_ptr" in result["none"][1]
+    assert result["count"][0] == "TypeError" and "takes 5 arguments" in result["count"][1]
+    assert result["scalar"][0] == "TypeError" and "n" in result["scalar"][1]
+    assert result["noncontig"][0] == "ValueError" and "contiguous" in result["noncontig"][1]
+    assert result["object"][0] == "TypeError" and "y_ptr" in result["object"][1]
+    assert result["empty"][0] == "ValueError" and "x_ptr" in result["empty"][1]
+
+
+@pytest.mark.parametrize("runtime", ["hsa", "xrt"])
+def test_two_threads_launch_different_kernels(runtime: str, tmp_path: Path):
+    run_kernels(
+        """
+        import json
+        failures = []
+        def work(kernel, ref):
+            try:
+                for _ in range(20):
+                    x, y = torch.randn(N), torch.randn(N); out = torch.empty(N)
+                    kernel[(N // 1024,)](x, y, out, N, BLOCK=1024)
+                    torch.testing.assert_close(out, ref(x, y))
+            except Exception as e:
+                failures.append(repr(e))
+        ts = [threading.Thread(target=work, args=(add_kernel, lambda x, y: x + y)),
+              threading.Thread(target=work, args=(sub_mul_kernel, lambda x, y: (x - y) * y))]
+        [t.start() for t in ts]; [t.join() for t in ts]
+        assert not failures, failures
+        print(json.dumps({}))
+        """,
+        runtime,
+        harness_env(tmp_path),
+    )
+
+
+def test_a_kernel_the_harness_cannot_compute_fails_loudly(tmp_path: Path):
+    result = run_kernels(
+        """
+        import json
+        x = torch.randn(1024); out = torch.zeros(1)
+        try:
+            rowsum_kernel[(1,)](x, out, BLOCK=1024)
+            print(json.dumps({"error": None}))
+        except RuntimeError as e:
+            print(json.dumps({"error": str(e), "untouched": float(out[0]) == 0.0}))
+        """,
+        "hsa",
+        harness_env(tmp_path),
+    )
+    assert result["error"] and result["untouched"]
+
+
+def test_benchmarker_reports_device_time(tmp_path: Path):
+    result = run_kernels(
+        """
+        import json
+        x, y = torch.randn(N), torch.randn(N); out = torch.empty(N)
+        bench = triton.runtime.driver.active.get_benchmarker()
+        fn = lambda: add_kernel[(N // 1024,)](x, y, out, N, BLOCK=1024)
+        mean = bench(fn, warmup=1, rep=2)
+        q = bench(fn, warmup=1, rep=2, quantiles=[0.5, 0.2, 0.8])
+        print(json.dumps({"mean": mean, "q": q}))
+        """,
+        "xrt",
+        harness_env(tmp_path),
+    )
+    assert result["mean"] > 0
+    assert len(result["q"]) == 3 and result["q"][1] <= result["q"][0] <= result["q"][2]
