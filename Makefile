@@ -11,9 +11,10 @@ CARGO ?= cargo
 
 include mk/xrt.mk
 
-## demo: build, install into .venv and show what the installation sees.
+## demo: build, install into .venv and run the vector-add example (on the conformance
+## harness when this machine has no NPU and toolchain, saying so).
 demo: develop
-	$(VENV)/bin/triton-npu doctor || true
+	bash scripts/demo.sh
 
 ## test: everything — formatting, lints, Rust tests, the harness, Python tests.
 test: lint rust-test xrt-shim-check python-test
@@ -38,8 +39,8 @@ harness:
 lint: venv
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -q -- -D warnings
-	$(VENV)/bin/ruff check python tests
-	$(VENV)/bin/ruff format --check python tests
+	$(VENV)/bin/ruff check python tests examples benches
+	$(VENV)/bin/ruff format --check python tests examples benches
 
 rust-test:
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
@@ -53,12 +54,13 @@ python-test: develop harness
 	$(VENV)/bin/pytest -q
 
 ## bench: benchmarks; each prints `BENCH <name> <value> <unit>` lines.
-bench:
-	$(CARGO) bench --workspace -q 2>/dev/null | grep '^BENCH' || true
+bench: develop harness
+	$(CARGO) bench --workspace -q 2>&1 | tee target/bench.log | grep '^BENCH'
+	set -a && . target/harness/env.sh && set +a && $(PY) benches/launch_bench.py
 
 fmt:
 	$(CARGO) fmt --all
-	$(VENV)/bin/ruff format python tests
+	$(VENV)/bin/ruff format python tests examples benches
 
 doctor: develop
 	$(VENV)/bin/triton-npu doctor

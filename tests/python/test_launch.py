@@ -125,7 +125,9 @@ def test_elementwise_kernels_compute_real_results(case: str, tmp_path: Path):
     files = set(result["files"])
     if runtime == "hsa":
         assert "kernel.hsaco" in files
-    target_files = {"aie.elf", "elf_kernel_name.txt"} if "npu2" in case else {"aie.xclbin", "insts.bin"}
+    target_files = (
+        {"aie.elf", "elf_kernel_name.txt"} if "npu2" in case else {"aie.xclbin", "insts.bin"}
+    )
     assert target_files <= files, files
 
 
