@@ -74,45 +74,9 @@ pub enum CacheError<B = Infallible> {
 impl CacheError {
     /// The same error, typed for a caller whose build step fails with `B`.
     pub fn widen<B>(self) -> CacheError<B> {
-        match self {
-            CacheError::NoLocation => CacheError::NoLocation,
-            CacheError::Unusable {
-                path,
-                origin,
-                source,
-            } => CacheError::Unusable {
-                path,
-                origin,
-                source,
-            },
-            CacheError::Unsafe {
-                path,
-                problem,
-                remedy,
-            } => CacheError::Unsafe {
-                path,
-                problem,
-                remedy,
-            },
-            CacheError::Io {
-                action,
-                path,
-                source,
-            } => CacheError::Io {
-                action,
-                path,
-                source,
-            },
-            CacheError::BadOutput {
-                label,
-                path,
-                problem,
-            } => CacheError::BadOutput {
-                label,
-                path,
-                problem,
-            },
-            CacheError::Build { source, .. } => match source {},
+        match self.retype() {
+            Ok(e) => e,
+            Err(never) => match never {},
         }
     }
 }
@@ -121,8 +85,17 @@ impl<B> CacheError<B> {
     /// Splits a build failure (the caller's own error, returned as `Ok`) from the cache's own
     /// errors (`Err`), so a caller can report each in its own terms.
     pub fn into_build_error(self) -> Result<B, CacheError> {
-        Err(match self {
-            CacheError::Build { source, .. } => return Ok(source),
+        match self.retype() {
+            Ok(e) => Err(e),
+            Err(build) => Ok(build),
+        }
+    }
+
+    /// The cache's own errors retyped for another build error type; a build failure comes
+    /// back as `Err` with the caller's error.
+    fn retype<C>(self) -> Result<CacheError<C>, B> {
+        Ok(match self {
+            CacheError::Build { source, .. } => return Err(source),
             CacheError::NoLocation => CacheError::NoLocation,
             CacheError::Unusable {
                 path,
