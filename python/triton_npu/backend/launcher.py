@@ -6,7 +6,6 @@ from its signature, it compiles nothing at run time; see crates/npu-python/src/l
 
 from __future__ import annotations
 
-import functools
 import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -15,10 +14,14 @@ from triton_npu._loader import native
 
 
 def make_launcher_cls(runtime: str) -> Callable[..., Any]:
-    """``launcher_cls(src, metadata)`` for Triton, with the runtime bound."""
+    """``launcher_cls(src, metadata)`` for Triton, with the runtime bound. The native module is
+    loaded when Triton builds the first launcher, not when the driver is created."""
     from triton_npu._host import facts
 
-    return functools.partial(native().NPULauncher, runtime=runtime, host=facts())
+    def launcher_cls(src: Any, metadata: Any) -> Any:
+        return native().NPULauncher(src, metadata, runtime=runtime, host=facts())
+
+    return launcher_cls
 
 
 def do_bench(
