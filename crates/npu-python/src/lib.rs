@@ -11,6 +11,7 @@ mod cli;
 mod config;
 mod launcher;
 mod logging;
+mod shared;
 mod toolchain;
 
 #[pymodule]
@@ -22,5 +23,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     cli::register(m)?;
     toolchain::register(m)?;
     launcher::register(m)?;
+    shared::register(m)?;
     Ok(())
 }

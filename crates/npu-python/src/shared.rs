@@ -1,0 +1,134 @@
+//! Memory the NPU reads in place, for `triton_npu.shared`.
+//!
+//! `shared_alloc` asks the process-wide runtime for a shared buffer (HSA shared region, XRT
+//! buffer object) and hands it to Python as a `SharedAllocation`, which owns it. The
+//! allocation exposes `__array_interface__`, so numpy arrays made from it keep it alive through
+//! their `base`; the memory is freed when the allocation and every view of it are gone.
+//!
+//! A runtime that cannot be opened (no ROCr, no XRT, no device) raises
+//! `NpuRuntimeUnavailable`, so the Python side can fall back to host memory, while a failure
+//! of an open runtime to allocate raises `RuntimeError`.
+
+use std::sync::atomic::Ordering;
+
+use npu_driver::runtimes;
+use npu_runtime::SharedBuffer;
+use npu_target::{Config, RuntimeKind};
+use pyo3::create_exception;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::config::config_error;
+use crate::launcher::{DISPATCHED_IN_PLACE, DISPATCHED_STAGED, host_from};
+
+create_exception!(
+    triton_npu._native,
+    NpuRuntimeUnavailable,
+    PyRuntimeError,
+    "The NPU runtime cannot be opened (not installed, no device); the message says why."
+);
+
+/// One shared buffer, owned by Python; dropping the last reference frees it.
+#[pyclass(module = "triton_npu._native", name = "SharedAllocation", frozen)]
+pub struct SharedAllocation {
+    buffer: Box<dyn SharedBuffer>,
+    runtime: RuntimeKind,
+}
+
+#[pymethods]
+impl SharedAllocation {
+    /// The address of the first byte in this process.
+    #[getter]
+    fn address(&self) -> usize {
+        self.buffer.as_ptr() as usize
+    }
+
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.buffer.len()
+    }
+
+    /// The runtime that allocated it: `hsa` or `xrt`.
+    #[getter]
+    fn runtime(&self) -> &'static str {
+        self.runtime.as_str()
+    }
+
+    /// numpy's array interface (version 3): the bytes, writable, as a flat `uint8` array.
+    /// numpy keeps this object as the array's `base`, which keeps the memory alive.
+    #[getter]
+    fn __array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("version", 3)?;
+        d.set_item("shape", (self.buffer.len(),))?;
+        d.set_item("typestr", "|u1")?;
+        d.set_item("data", (self.address(), false))?;
+        Ok(d)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "SharedAllocation(runtime={:?}, address={:#x}, nbytes={})",
+            self.runtime.as_str(),
+            self.address(),
+            self.buffer.len()
+        )
+    }
+}
+
+/// `shared_alloc(nbytes, runtime, host)`: a shared buffer of `nbytes` from the process-wide
+/// `runtime` (opened on first use with the current configuration and the `host` facts).
+#[pyfunction]
+#[pyo3(signature = (nbytes, runtime, host = None))]
+fn shared_alloc(
+    py: Python<'_>,
+    nbytes: usize,
+    runtime: &str,
+    host: Option<&Bound<'_, PyDict>>,
+) -> PyResult<SharedAllocation> {
+    let kind = RuntimeKind::parse(runtime).ok_or_else(|| {
+        PyValueError::new_err(format!("unknown NPU runtime {runtime:?}; valid: xrt, hsa"))
+    })?;
+    if nbytes == 0 {
+        return Err(PyValueError::new_err(
+            "a shared buffer needs at least one byte; allocate zero-size arrays in host memory",
+        ));
+    }
+    let host = host_from(host)?;
+    let mut config = Config::current().map_err(config_error)?;
+    config.runtime = kind;
+    let opened = py.detach(|| runtimes::runtime(&config, &host));
+    let rt = opened.map_err(|e| NpuRuntimeUnavailable::new_err(e.to_string()))?;
+    let buffer = py.detach(|| rt.alloc_shared(nbytes)).map_err(|e| {
+        PyRuntimeError::new_err(format!(
+            "the {} runtime cannot allocate a {nbytes}-byte shared buffer: {e}",
+            kind.as_str()
+        ))
+    })?;
+    Ok(SharedAllocation {
+        buffer,
+        runtime: kind,
+    })
+}
+
+/// `(in_place, staged)`: buffer arguments of this process's kernel launches that the runtime
+/// passed in place (inside a shared buffer) and that it copied through staging memory.
+#[pyfunction]
+fn dispatch_counts() -> (u64, u64) {
+    (
+        DISPATCHED_IN_PLACE.load(Ordering::Relaxed),
+        DISPATCHED_STAGED.load(Ordering::Relaxed),
+    )
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<SharedAllocation>()?;
+    m.add(
+        "NpuRuntimeUnavailable",
+        m.py().get_type::<NpuRuntimeUnavailable>(),
+    )?;
+    m.add_function(wrap_pyfunction!(shared_alloc, m)?)?;
+    m.add_function(wrap_pyfunction!(dispatch_counts, m)?)?;
+    Ok(())
+}
