@@ -22,7 +22,6 @@ import pytest
 from conftest import harness_env
 from triton_npu import shared
 
-
 # ---------------------------------------------------------------------------------------------
 # In this process: memory sharing, views, dtypes, factories (compile-only: host memory).
 
