@@ -13,6 +13,7 @@ pub mod compile;
 pub mod doctor;
 pub mod hsaco;
 pub mod run;
+pub mod test_examples;
 
 /// Facts about the calling environment that Rust cannot learn by itself.
 #[derive(Debug, Clone, Default)]
@@ -79,6 +80,8 @@ enum Command {
     Run(run::RunArgs),
     /// Compile a ttsharedir (Linalg) MLIR kernel ahead of time.
     Compile(compile::CompileArgs),
+    /// Run upstream-style example scripts (one directory each) and summarise.
+    TestExamples(test_examples::TestExamplesArgs),
 }
 
 /// Parses `args` (program name first) and runs the command. Never panics outward: a panic
@@ -101,6 +104,7 @@ where
         Command::Hsaco(args) => hsaco::run(&args),
         Command::Run(args) => run::run(&args, host),
         Command::Compile(args) => compile::run_for_host(&args, host),
+        Command::TestExamples(args) => test_examples::run(&args, host),
     }));
     outcome.unwrap_or_else(|_| {
         eprintln!("triton-npu: internal error (a bug; please report it with the command line)");

@@ -12,6 +12,7 @@ mod config;
 mod launcher;
 mod logging;
 mod shared;
+mod target;
 mod toolchain;
 
 #[pymodule]
@@ -24,5 +25,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     toolchain::register(m)?;
     launcher::register(m)?;
     shared::register(m)?;
+    target::register(m)?;
     Ok(())
 }

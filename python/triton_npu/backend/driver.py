@@ -6,12 +6,15 @@ Importing this module must stay cheap and must never fail (Triton imports it at
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from typing import Any
 
 from triton.backends.compiler import GPUTarget
 from triton.backends.driver import DriverBase
+
+logger = logging.getLogger(__name__)
 
 BACKEND_NAME = "amd_triton_npu"
 VALID_RUNTIMES = ("xrt", "hsa")
@@ -84,6 +87,10 @@ class NPUDriver(DriverBase):
 
     def __init__(self, runtime: str | None = None) -> None:
         self.runtime = _resolve_runtime(runtime)
+        # As upstream: from now on `set_active` selects a driver for the calling thread only.
+        from triton_npu._active_driver import make_active_driver_per_context
+
+        make_active_driver_per_context()
         self.utils = NPUUtils()
         self.binary_ext = "ttsharedir"
         from triton_npu.backend.launcher import make_launcher_cls
@@ -149,3 +156,44 @@ def get_npu_cache_dir(compiled_kernel: Any) -> str | None:
             f"(its launcher is {type(run).__name__})"
         )
     return run.npu_cache_dir
+
+
+def detect_npu_version(runtime: str | None = None) -> str:
+    """``"npu1"`` or ``"npu2"``: ``npu_config.target`` (``AMD_TRITON_NPU_TARGET``) if set,
+    else the NPU found by upstream's probes in order (the HSA agent under ``hsa``, the XRT
+    device, ``xrt-smi examine``). ``runtime`` defaults to ``npu_config.runtime``. Raises
+    ``RuntimeError`` naming every probe and what it saw when no supported NPU is found: the
+    generation is never guessed. Remembered per process and runtime."""
+    from triton_npu._host import facts
+    from triton_npu._loader import native
+
+    chosen = None if runtime is None else _resolve_runtime(runtime)
+    return native().detect_npu_version(chosen, facts())
+
+
+def get_npu_device_info(runtime: str | None = None) -> list[dict]:
+    """The NPU devices found, as upstream returns them: a list of dicts with ``"bdf"`` and
+    ``"name"`` (here also ``"target"``, ``"arch"``, ``"runtime"``, ``"columns"`` when the
+    runtime reports them, and ``"probe"``: which probe found it; ``"bdf"`` is ``None`` when
+    the probe does not report one). An empty list when there is none; the log then says what
+    each probe saw. Asks the device on every call."""
+    from triton_npu._host import facts
+    from triton_npu._loader import native
+
+    chosen = None if runtime is None else _resolve_runtime(runtime)
+    info = dict(native().npu_device_info(chosen, facts()))
+    error = info.pop("error")
+    if info["name"] is None:
+        logger.warning("%s", error)
+        return []
+    return [{"bdf": None, **info}]
+
+
+def __getattr__(name: str) -> Any:
+    # Upstream's driver module exports the launcher class. Ours is native, and importing this
+    # module must not load the native module (Triton imports it at `import triton`).
+    if name == "NPULauncher":
+        from triton_npu._loader import native
+
+        return native().NPULauncher
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
