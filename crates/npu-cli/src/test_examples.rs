@@ -8,12 +8,14 @@
 //! timeout. Exit status 0 is a pass, 77 a skip, anything else a failure.
 
 use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{self, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
+
+use npu_toolchain::process::{exited_unreaped, kill_group, tail_lines};
 
 use crate::Host;
 
@@ -479,41 +481,6 @@ fn outcome_of(status: ExitStatus, log: &Path) -> Outcome {
     }
 }
 
-/// Whether the process has exited, without reaping it (its pid is also its group's id, which
-/// stays reserved until it is reaped).
-fn exited_unreaped(pid: libc::pid_t) -> io::Result<bool> {
-    loop {
-        // SAFETY: siginfo_t is plain data; waitid only writes into it.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        // SAFETY: `pid` is our own child; WNOWAIT leaves it waitable for `Child::wait`.
-        let rc = unsafe {
-            libc::waitid(
-                libc::P_PID,
-                pid as libc::id_t,
-                &mut info,
-                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-            )
-        };
-        if rc == 0 {
-            // SAFETY: waitid filled the structure (or left it zeroed when nothing changed).
-            return Ok(unsafe { info.si_pid() } != 0);
-        }
-        let err = io::Error::last_os_error();
-        if err.kind() != io::ErrorKind::Interrupted {
-            return Err(err);
-        }
-    }
-}
-
-fn kill_group(pgid: libc::pid_t) {
-    if pgid > 0 {
-        // SAFETY: plain syscall; a group that is already gone gives ESRCH, which is fine.
-        unsafe {
-            libc::kill(-pgid, libc::SIGKILL);
-        }
-    }
-}
-
 /// The process group of the script running now (0: none), for the signal handler.
 static CURRENT_GROUP: AtomicI32 = AtomicI32::new(0);
 /// The signal that interrupted the run (0: none).
@@ -561,37 +528,6 @@ impl Drop for SignalGuard {
             }
         }
     }
-}
-
-/// The last `n` non-empty-tail lines of a log (lossy UTF-8; `\r` progress updates folded).
-fn tail_lines(path: &Path, n: usize) -> Vec<String> {
-    const WINDOW: u64 = 256 * 1024;
-    let Ok(mut file) = File::open(path) else {
-        return Vec::new();
-    };
-    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let start = if n == usize::MAX {
-        0
-    } else {
-        len.saturating_sub(WINDOW)
-    };
-    let mut bytes = Vec::new();
-    if file.seek(SeekFrom::Start(start)).is_err() || file.read_to_end(&mut bytes).is_err() {
-        return Vec::new();
-    }
-    let text = String::from_utf8_lossy(&bytes);
-    let mut lines: Vec<String> = text
-        .lines()
-        .map(|l| l.rsplit('\r').next().unwrap_or(l).trim_end().to_owned())
-        .collect();
-    if start > 0 && !lines.is_empty() {
-        lines.remove(0); // cut mid-line
-    }
-    while lines.last().is_some_and(|l| l.is_empty()) {
-        lines.pop();
-    }
-    let skip = lines.len().saturating_sub(n);
-    lines.split_off(skip)
 }
 
 #[cfg(test)]

@@ -41,7 +41,7 @@ mod compile;
 pub mod discovery;
 pub mod error;
 pub mod lower;
-mod process;
+pub mod process;
 mod progress;
 mod workdir;
 

@@ -88,7 +88,7 @@ pub(crate) fn run(run: &ToolRun<'_>, observer: &mut dyn Observer) -> io::Result<
 
 /// Whether the process has exited, without reaping it (so its pid, which is also the group id,
 /// stays reserved until we have killed the group).
-fn exited_unreaped(pid: libc::pid_t) -> io::Result<bool> {
+pub fn exited_unreaped(pid: libc::pid_t) -> io::Result<bool> {
     loop {
         // SAFETY: siginfo_t is plain data; waitid only writes into it.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
@@ -112,10 +112,13 @@ fn exited_unreaped(pid: libc::pid_t) -> io::Result<bool> {
     }
 }
 
-fn kill_group(pgid: libc::pid_t) {
-    // SAFETY: plain syscall; a group that is already gone gives ESRCH, which is fine.
-    unsafe {
-        libc::kill(-pgid, libc::SIGKILL);
+/// Kills every process of group `pgid` (nothing for `pgid` ≤ 0). Async-signal-safe.
+pub fn kill_group(pgid: libc::pid_t) {
+    if pgid > 0 {
+        // SAFETY: plain syscall; a group that is already gone gives ESRCH, which is fine.
+        unsafe {
+            libc::kill(-pgid, libc::SIGKILL);
+        }
     }
 }
 
@@ -151,14 +154,19 @@ fn signal_name(sig: i32) -> &'static str {
     }
 }
 
-/// The last `n` lines of a log file (lossy UTF-8, `\r` progress updates folded).
-pub(crate) fn tail_lines(path: &Path, n: usize) -> Vec<String> {
-    const WINDOW: u64 = 64 * 1024;
+/// The last `n` lines of a log file (lossy UTF-8, `\r` progress updates folded); the whole
+/// file for `n == usize::MAX`, else only its last 256 KiB are read.
+pub fn tail_lines(path: &Path, n: usize) -> Vec<String> {
+    const WINDOW: u64 = 256 * 1024;
     let Ok(mut file) = File::open(path) else {
         return Vec::new();
     };
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let start = len.saturating_sub(WINDOW);
+    let start = if n == usize::MAX {
+        0
+    } else {
+        len.saturating_sub(WINDOW)
+    };
     if file.seek(SeekFrom::Start(start)).is_err() {
         return Vec::new();
     }
