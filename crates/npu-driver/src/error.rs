@@ -39,4 +39,25 @@ pub enum DriverError {
     },
     #[error("compile-only mode (AMD_TRITON_NPU_COMPILE_ONLY=1): kernels are built, never run")]
     CompileOnly,
+    /// A chain was given arguments it cannot use (Python: `ValueError`).
+    #[error("chain {chain:?}: {reason}")]
+    ChainInput { chain: String, reason: String },
+    /// One op's IR cannot be stitched into the chain's module.
+    #[error("chain {chain:?}: cannot stitch op {op} ({kernel}) into one module: {reason}")]
+    ChainStitch {
+        chain: String,
+        op: usize,
+        kernel: String,
+        reason: String,
+    },
+    #[error(
+        "chain {chain:?} targets {target}, but chains need npu2 (AIE2P: Strix, Strix Halo, \
+         Krackan): the whole chain is one full ELF that reloads the array between launches \
+         (load_pdi), which npu1 cannot run; launch the kernels one by one on npu1, or set \
+         AMD_TRITON_NPU_TARGET=npu2 to build for an npu2"
+    )]
+    ChainTarget {
+        chain: String,
+        target: npu_target::NpuVersion,
+    },
 }

@@ -62,14 +62,7 @@ pub fn cache_inputs(
     target: NpuVersion,
     format: OutputFormat,
 ) -> Result<Inputs, DriverError> {
-    let script = match &config.transform_tiling_script {
-        Some(path) => std::fs::read(path).map_err(|source| DriverError::TransformScript {
-            path: path.clone(),
-            source,
-        })?,
-        None => b"default".to_vec(),
-    };
-    let mut inputs = Inputs::new()
+    let inputs = Inputs::new()
         .text(KERNEL_NAME_INPUT, &req.name)
         .text("ttsharedir", &req.ttsharedir)
         .text(
@@ -82,18 +75,45 @@ pub fn cache_inputs(
                 .map(|s| format!("{},{},{}", s[0], s[1], s[2]))
                 .unwrap_or_default(),
         )
+        .bytes(
+            "transform_script",
+            transform_script(config.transform_tiling_script.as_deref())?,
+        );
+    Ok(build_inputs(inputs, config, host, target, format))
+}
+
+/// The contents of a transform script as a cache input (`default` for our own schedule).
+pub(crate) fn transform_script(path: Option<&Path>) -> Result<Vec<u8>, DriverError> {
+    match path {
+        Some(path) => std::fs::read(path).map_err(|source| DriverError::TransformScript {
+            path: path.to_owned(),
+            source,
+        }),
+        None => Ok(b"default".to_vec()),
+    }
+}
+
+/// Adds what every build depends on besides its IR: target, format, runtime, bf16 emulation
+/// and the tools' identities.
+pub(crate) fn build_inputs(
+    mut inputs: Inputs,
+    config: &Config,
+    host: &Host,
+    target: NpuVersion,
+    format: OutputFormat,
+) -> Inputs {
+    inputs = inputs
         .text("target", target.as_str())
         .text("format", format.as_str())
         .text("runtime", config.runtime.as_str())
         .text(
             "bf16_emulation",
             if config.bf16_emulation { "1" } else { "0" },
-        )
-        .bytes("transform_script", script);
+        );
     for (name, stamp) in tool_stamps(config, host) {
         inputs = inputs.text(format!("{TOOL_INPUT_PREFIX}{name}"), stamp);
     }
-    Ok(inputs)
+    inputs
 }
 
 /// `path size mtime` of every file that discovery could pick for each tool, in search order.
@@ -109,7 +129,7 @@ fn tool_stamps(config: &Config, host: &Host) -> Vec<(&'static str, String)> {
         .collect()
 }
 
-fn search_paths(host: &Host) -> SearchPaths {
+pub(crate) fn search_paths(host: &Host) -> SearchPaths {
     SearchPaths {
         site_packages: host.site_packages.clone(),
         triton_dir: host.triton_dir.clone(),
@@ -137,19 +157,48 @@ fn build(
         out_dir: dir.to_owned(),
         debug_tag: None,
     })?;
-    let symbol = artifacts::kernel_symbol(&out.artifacts, &req.name);
-    if format == OutputFormat::Elf {
+    let buffers = ir::kernel_io(&req.ttsharedir).map_or(0, |io| io.written.len());
+    store_runtime_files(config, dir, &out.artifacts, target, &req.name, buffers)
+}
+
+/// Writes what the runtime loads besides aircc's outputs: `elf_kernel_name.txt` (elf) and,
+/// under HSA, `kernel.hsaco` with `buffers` kernel arguments.
+pub(crate) fn store_runtime_files(
+    config: &Config,
+    dir: &Path,
+    built: &npu_toolchain::Artifacts,
+    target: NpuVersion,
+    triton_name: &str,
+    buffers: usize,
+) -> Result<(), DriverError> {
+    let symbol = artifacts::kernel_symbol(built, triton_name);
+    if matches!(built, npu_toolchain::Artifacts::Elf { .. }) {
         write(&dir.join(artifacts::ELF_KERNEL_NAME), symbol.as_bytes())?;
     }
     if config.runtime == RuntimeKind::Hsa {
-        let buffers = ir::kernel_io(&req.ttsharedir).map_or(0, |io| io.written.len());
-        let hsaco = artifacts::pack_hsaco(&out.artifacts, target, &symbol, buffers)?;
+        let hsaco = artifacts::pack_hsaco(built, target, &symbol, buffers)?;
         write(&dir.join(artifacts::HSACO), &hsaco)?;
     }
     Ok(())
 }
 
-fn write(path: &Path, bytes: &[u8]) -> Result<(), DriverError> {
+/// The cache entry for `inputs`, built by `build` (in a private staging directory) unless a
+/// complete entry exists; across processes the build runs once.
+pub(crate) fn cached_build(
+    config: &Config,
+    inputs: &Inputs,
+    build: impl FnOnce(&Path) -> Result<(), DriverError>,
+) -> Result<Entry, DriverError> {
+    let cache = Cache::open(config)?;
+    cache
+        .get_or_build(inputs, build)
+        .map_err(|e| match e.into_build_error() {
+            Ok(build_error) => build_error,
+            Err(cache_error) => DriverError::Cache(cache_error),
+        })
+}
+
+pub(crate) fn write(path: &Path, bytes: &[u8]) -> Result<(), DriverError> {
     std::fs::write(path, bytes).map_err(|e| DriverError::Incomplete {
         dir: path.parent().map(PathBuf::from).unwrap_or_default(),
         what: format!("{} (cannot write it: {e})", path.display()),
@@ -163,13 +212,9 @@ pub fn prepare(config: &Config, host: &Host, req: &KernelRequest) -> Result<Prep
     let target = detect_target(config, host)?;
     let format = OutputFormat::resolve(config.output_format, config.runtime, target)?;
     let inputs = cache_inputs(config, host, req, target, format)?;
-    let cache = Cache::open(config)?;
-    let entry = cache
-        .get_or_build(&inputs, |dir| build(config, host, req, target, format, dir))
-        .map_err(|e| match e.into_build_error() {
-            Ok(build_error) => build_error,
-            Err(cache_error) => DriverError::Cache(cache_error),
-        })?;
+    let entry = cached_build(config, &inputs, |dir| {
+        build(config, host, req, target, format, dir)
+    })?;
     let compiled = Compiled::read(entry.dir(), format, config.runtime, &req.name)?;
     let loaded = if config.compile_only {
         None

@@ -7,8 +7,10 @@
 //! * [`ir`]: what the driver reads from the Linalg text (buffer parameters, which are written).
 //! * [`artifacts`]: the files of an entry and hsaco packing.
 //! * [`runtimes`]: the process-wide runtimes and target probes.
+//! * [`chain`]: several kernels stitched into one module, compiled once, dispatched together.
 
 pub mod artifacts;
+pub mod chain;
 pub mod error;
 pub mod ir;
 pub mod kernel;

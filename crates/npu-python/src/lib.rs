@@ -7,6 +7,7 @@
 use pyo3::prelude::*;
 
 mod cache;
+mod chain;
 mod cli;
 mod config;
 mod launcher;
@@ -24,6 +25,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     cli::register(m)?;
     toolchain::register(m)?;
     launcher::register(m)?;
+    chain::register(m)?;
     shared::register(m)?;
     target::register(m)?;
     Ok(())

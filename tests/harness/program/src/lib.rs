@@ -221,6 +221,10 @@ pub enum Op {
         dst: u8,
         a: u8,
     },
+    /// Starts the next launch of a chain (several kernels stitched into one dispatch): the
+    /// launches run in order over the same buffers, each with fresh registers and its own
+    /// element count, so what one launch stores the next one loads.
+    Launch,
 }
 
 /// A kernel: how many buffer arguments it takes and what it computes.
@@ -244,6 +248,7 @@ const UN_OPS: [(UnOp, &str); 3] = [(UnOp::Neg, "neg"), (UnOp::Exp, "exp"), (UnOp
 const OP_LOAD: u32 = 1;
 const OP_STORE: u32 = 2;
 const OP_CONST: u32 = 3;
+const OP_LAUNCH: u32 = 4;
 const OP_BIN: u32 = 0x10; // + index in BIN_OPS
 const OP_UN: u32 = 0x20; // + index in UN_OPS
 
@@ -300,6 +305,7 @@ impl Program {
                     reg(dst)?;
                     reg(a)?
                 }
+                Op::Launch => {}
             }
         }
         Ok(())
@@ -321,6 +327,7 @@ impl Program {
                     let i = UN_OPS.iter().position(|(o, _)| *o == op).unwrap_or(0) as u32;
                     [OP_UN + i, dst as u32, a as u32, 0]
                 }
+                Op::Launch => [OP_LAUNCH, 0, 0, 0],
             };
             words.extend_from_slice(&w);
         }
@@ -381,6 +388,7 @@ impl Program {
                     dst: small(x)?,
                     value: f32::from_bits(y),
                 },
+                OP_LAUNCH => Op::Launch,
                 c if (OP_BIN..OP_BIN + BIN_OPS.len() as u32).contains(&c) => Op::Bin {
                     op: BIN_OPS[(c - OP_BIN) as usize].0,
                     dst: small(x)?,
@@ -403,7 +411,7 @@ impl Program {
 
     /// Parses the text form (see [`fmt::Display`]): a first line `args <N>`, then one
     /// instruction per line, e.g. `r0 = load arg0 f32`, `r2 = add r0 r1`, `store arg2 r2 f32`,
-    /// `r3 = const 0.5`, `r4 = neg r3`.
+    /// `r3 = const 0.5`, `r4 = neg r3`, and `launch` between the launches of a chain.
     pub fn parse_text(text: &str) -> Result<Program, ProgramError> {
         let mut lines = text
             .lines()
@@ -436,6 +444,7 @@ impl Program {
         for (n, line) in lines {
             let words: Vec<&str> = line.split_whitespace().collect();
             let op = match words.as_slice() {
+                ["launch"] => Op::Launch,
                 ["store", a, r, t] => Op::Store {
                     arg: arg(n, a)?,
                     src: reg(n, r)?,
@@ -480,7 +489,8 @@ impl Program {
 
     /// Runs the program over `args` (one byte buffer per kernel argument, in order). The
     /// element count is the smallest count any loaded or stored buffer holds; the real kernels'
-    /// `offsets < n` masks are not modelled.
+    /// `offsets < n` masks are not modelled. A chain's launches (separated by [`Op::Launch`])
+    /// run one after the other, each with its own element count and fresh registers.
     pub fn execute(&self, args: &mut [&mut [u8]]) -> Result<(), ProgramError> {
         if args.len() != self.num_args as usize {
             return Err(ProgramError::Execute(format!(
@@ -489,60 +499,77 @@ impl Program {
                 args.len()
             )));
         }
-        let mut n = usize::MAX;
-        for op in &self.ops {
-            if let Op::Load { arg, dtype, .. } | Op::Store { arg, dtype, .. } = *op {
-                n = n.min(args[arg as usize].len() / dtype.size());
-            }
-        }
-        if n == usize::MAX {
-            return Ok(());
-        }
-        let mut regs = vec![vec![0f64; n]; REGISTERS];
-        for op in &self.ops {
-            match *op {
-                Op::Load { dst, arg, dtype } => {
-                    let buf = &args[arg as usize];
-                    for (i, r) in regs[dst as usize].iter_mut().enumerate() {
-                        *r = dtype.read(&buf[i * dtype.size()..]);
-                    }
-                }
-                Op::Store { arg, src, dtype } => {
-                    let buf = &mut args[arg as usize];
-                    for (i, v) in regs[src as usize].iter().enumerate() {
-                        dtype.write(*v, &mut buf[i * dtype.size()..]);
-                    }
-                }
-                Op::Const { dst, value } => regs[dst as usize].fill(value as f64),
-                Op::Bin { op, dst, a, b } => {
-                    let out: Vec<f64> = regs[a as usize]
-                        .iter()
-                        .zip(&regs[b as usize])
-                        .map(|(x, y)| match op {
-                            BinOp::Add => x + y,
-                            BinOp::Sub => x - y,
-                            BinOp::Mul => x * y,
-                            BinOp::Div => x / y,
-                            BinOp::Max => x.max(*y),
-                            BinOp::Min => x.min(*y),
-                        })
-                        .collect();
-                    regs[dst as usize] = out;
-                }
-                Op::Un { op, dst, a } => {
-                    let out: Vec<f64> = regs[a as usize]
-                        .iter()
-                        .map(|x| match op {
-                            UnOp::Neg => -x,
-                            UnOp::Exp => x.exp(),
-                            UnOp::Abs => x.abs(),
-                        })
-                        .collect();
-                    regs[dst as usize] = out;
-                }
-            }
+        for launch in self.ops.split(|op| matches!(op, Op::Launch)) {
+            execute_launch(launch, args);
         }
         Ok(())
+    }
+
+    /// How many launches the program has (1 for a plain kernel).
+    pub fn launches(&self) -> usize {
+        1 + self
+            .ops
+            .iter()
+            .filter(|op| matches!(op, Op::Launch))
+            .count()
+    }
+}
+
+/// One launch: `ops` holds no [`Op::Launch`]; arguments were checked by `validate`.
+fn execute_launch(ops: &[Op], args: &mut [&mut [u8]]) {
+    let mut n = usize::MAX;
+    for op in ops {
+        if let Op::Load { arg, dtype, .. } | Op::Store { arg, dtype, .. } = *op {
+            n = n.min(args[arg as usize].len() / dtype.size());
+        }
+    }
+    if n == usize::MAX {
+        return;
+    }
+    let mut regs = vec![vec![0f64; n]; REGISTERS];
+    for op in ops {
+        match *op {
+            Op::Load { dst, arg, dtype } => {
+                let buf = &args[arg as usize];
+                for (i, r) in regs[dst as usize].iter_mut().enumerate() {
+                    *r = dtype.read(&buf[i * dtype.size()..]);
+                }
+            }
+            Op::Store { arg, src, dtype } => {
+                let buf = &mut args[arg as usize];
+                for (i, v) in regs[src as usize].iter().enumerate() {
+                    dtype.write(*v, &mut buf[i * dtype.size()..]);
+                }
+            }
+            Op::Const { dst, value } => regs[dst as usize].fill(value as f64),
+            Op::Bin { op, dst, a, b } => {
+                let out: Vec<f64> = regs[a as usize]
+                    .iter()
+                    .zip(&regs[b as usize])
+                    .map(|(x, y)| match op {
+                        BinOp::Add => x + y,
+                        BinOp::Sub => x - y,
+                        BinOp::Mul => x * y,
+                        BinOp::Div => x / y,
+                        BinOp::Max => x.max(*y),
+                        BinOp::Min => x.min(*y),
+                    })
+                    .collect();
+                regs[dst as usize] = out;
+            }
+            Op::Un { op, dst, a } => {
+                let out: Vec<f64> = regs[a as usize]
+                    .iter()
+                    .map(|x| match op {
+                        UnOp::Neg => -x,
+                        UnOp::Exp => x.exp(),
+                        UnOp::Abs => x.abs(),
+                    })
+                    .collect();
+                regs[dst as usize] = out;
+            }
+            Op::Launch => {}
+        }
     }
 }
 
@@ -572,6 +599,7 @@ impl fmt::Display for Program {
                         .map_or("?", |(_, s)| s);
                     writeln!(f, "r{dst} = {name} r{a}")?
                 }
+                Op::Launch => writeln!(f, "launch")?,
             }
         }
         Ok(())
@@ -649,6 +677,42 @@ mod tests {
         assert!(Program::parse_text("args 1\nr99 = const 1\n").is_err());
         assert!(Program::parse_text("r0 = const 1\n").is_err());
         assert!(Program::parse_text("args 1\nr0 = frobnicate r1 r2\n").is_err());
+    }
+
+    #[test]
+    fn chained_launches_hand_off_through_a_buffer() {
+        // tmp = x + y; out = tmp * y — the second launch reads what the first stored.
+        let text = "args 4\nr0 = load arg0 f32\nr1 = load arg1 f32\nr2 = add r0 r1\n\
+                    store arg2 r2 f32\nlaunch\nr0 = load arg2 f32\nr1 = load arg1 f32\n\
+                    r2 = mul r0 r1\nstore arg3 r2 f32\n";
+        let p = Program::parse_text(text).unwrap();
+        assert_eq!(p.to_string(), text);
+        assert_eq!(p.launches(), 2);
+        assert_eq!(Program::decode(&p.encode()).unwrap(), p);
+        assert_eq!(p.written_args(), vec![false, false, true, true]);
+        let (mut x, mut y, mut tmp, mut out) = (
+            f32s(&[1.0, 2.0]),
+            f32s(&[10.0, 20.0]),
+            f32s(&[0.0; 2]),
+            f32s(&[0.0; 2]),
+        );
+        p.execute(&mut [&mut x, &mut y, &mut tmp, &mut out])
+            .unwrap();
+        assert_eq!(tmp, f32s(&[11.0, 22.0]));
+        assert_eq!(out, f32s(&[110.0, 440.0]));
+    }
+
+    #[test]
+    fn each_launch_has_its_own_element_count() {
+        // The first launch covers 3 elements, the second only the 1 its buffers hold.
+        let p = Program::parse_text(
+            "args 3\nr0 = load arg0 f32\nstore arg1 r0 f32\nlaunch\nr5 = load arg0 f32\nr6 = neg r5\nstore arg2 r6 f32\n",
+        )
+        .unwrap();
+        let (mut a, mut b, mut c) = (f32s(&[1.0, 2.0, 3.0]), f32s(&[0.0; 3]), f32s(&[0.0]));
+        p.execute(&mut [&mut a, &mut b, &mut c]).unwrap();
+        assert_eq!(b, f32s(&[1.0, 2.0, 3.0]));
+        assert_eq!(c, f32s(&[-1.0]));
     }
 
     #[test]

@@ -11,8 +11,11 @@
 
 pub mod artifacts;
 pub mod attrs;
+pub mod chain;
 pub mod cli;
 pub mod harness;
+pub mod launch;
 pub mod linalg;
+pub mod mlir;
 pub mod pipeline;
 pub mod ttir;

@@ -5,10 +5,12 @@
 //! outside `func.func`, a missing transform script. The output is the input module with one
 //! comment line per pass run and, after `air-wrap-func-with-parallel{loop-bounds=X,Y,Z}`, an
 //! `npu_harness.grid` module attribute; the `npu_harness.*` attributes pass through.
+//! `air-par-to-launch` moves the kernel's body into an `air.launch` over that grid (see
+//! `npu_harness_tools::launch`), which carries the kernel's meaning too.
 
 use npu_harness_tools::cli::{self, flag, optional, value};
 use npu_harness_tools::pipeline::{self, Element};
-use npu_harness_tools::{attrs, harness};
+use npu_harness_tools::{attrs, harness, launch};
 
 const TOOL: &str = "air-opt";
 
@@ -201,6 +203,7 @@ fn run(elements: &[Element], anchor: Option<&str>, module: &mut String, ran: &mu
                     &format!("array<i32: {}, {}, {}>", bounds[0], bounds[1], bounds[2]),
                 );
             }
+            "air-par-to-launch" => *module = launch::par_to_launch(module),
             _ => {}
         }
         ran.push(if e.options.is_empty() {

@@ -14,13 +14,18 @@
 //! * `txn`: a placeholder `-o` (default `aie.txn.mlir`) and the instruction stream;
 //! * `none`: nothing but the intermediates.
 //!
+//! A module whose launches each carry their own kernel meaning (triton-npu's stitched chains)
+//! compiles to one program that runs them in order over the function's buffers (see
+//! `npu_harness_tools::chain`); a symbol defined twice is refused as MLIR's parser does.
+//!
 //! Relative output names resolve against the working directory, not `--tmpdir`, as with the
 //! real tool. The stand-in does not look for aiecc on PATH (there is none to run).
 
 use std::path::{Path, PathBuf};
 
 use npu_harness_tools::artifacts;
-use npu_harness_tools::attrs::{self, Meaning};
+use npu_harness_tools::attrs::Meaning;
+use npu_harness_tools::chain;
 use npu_harness_tools::cli::{self, Parsed, flag, list, optional, value};
 use npu_harness_tools::harness;
 
@@ -142,6 +147,11 @@ fn main() {
              failed: builtin.module(air-opt-memtile-dma-bds{{device={device}}})"
         ));
     }
+    if let Some(name) = chain::duplicate_symbol(&module) {
+        harness::fail(&format!(
+            "{input}: error: redefinition of symbol named '{name}'\nError: failed to parse {input}"
+        ));
+    }
     if verbose {
         println!("compiling {input} for {device}");
     }
@@ -158,7 +168,7 @@ fn main() {
     check_peano(&args);
 
     // 5. The artifacts.
-    let meaning = attrs::meaning(&module);
+    let meaning = chain::meaning(&module);
     let code = artifacts::kernel_code(&meaning);
     let pdi = artifacts::pdi(&code);
     let xclbin_name = args.value("o").unwrap_or("aie.xclbin").to_owned();

@@ -158,3 +158,21 @@ pub fn is_gone(pid: u64) -> bool {
             .is_some_and(|rest| rest.trim_start().starts_with(['Z', 'X'])),
     }
 }
+
+/// `.ctrltext.0` of a full ELF (read with the section headers, independently of npu-hsaco).
+pub fn ctrl_text(elf: &[u8]) -> Vec<u8> {
+    let u32_at = |o: usize| u32::from_le_bytes(elf[o..o + 4].try_into().unwrap()) as usize;
+    let u16_at = |o: usize| u16::from_le_bytes(elf[o..o + 2].try_into().unwrap()) as usize;
+    let (shoff, shnum, shstrndx) = (u32_at(32), u16_at(48), u16_at(50));
+    let sh = |i: usize| shoff + 40 * i;
+    let strtab = u32_at(sh(shstrndx) + 16);
+    for i in 0..shnum {
+        let name_at = strtab + u32_at(sh(i));
+        let end = elf[name_at..].iter().position(|b| *b == 0).unwrap();
+        if &elf[name_at..name_at + end] == b".ctrltext.0" {
+            let (off, size) = (u32_at(sh(i) + 16), u32_at(sh(i) + 20));
+            return elf[off..off + size].to_vec();
+        }
+    }
+    panic!("no .ctrltext.0")
+}

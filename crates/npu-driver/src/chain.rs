@@ -1,0 +1,434 @@
+//! Chains: several Triton kernels stitched into one module with one `air.launch` per kernel,
+//! compiled once into one full ELF and dispatched together (upstream's `multilaunch.py`:
+//! `MultiLaunchBuilder`, `MultiLaunchRunner`, `NPUChain`).
+//!
+//! * [`ChainBuilder::add_op`] takes an op's ttsharedir (Linalg) text, its grid and its
+//!   `arg_map` — buffer parameter i of the kernel → combined argument `arg_map[i]`. Ops that
+//!   share a combined index share that buffer: one op's output is the next one's input, and
+//!   the hand-off never leaves the device's memory. Each combined index has one element type.
+//! * [`ChainBuilder::compile`] looks the chain up in the cache, keyed like a kernel on what
+//!   goes *in* (every op's text, grid, actual sizes, arg map and transform script, plus target,
+//!   format, runtime, bf16 emulation and the tools' identities), so a warm cache runs no tool.
+//!   On a miss it lowers every op to AIR on its own (`air-opt`, with the op's grid and script),
+//!   stitches the results ([`stitch`]) and runs aircc once for a full ELF; under HSA the ELF
+//!   is packed into `kernel.hsaco`. The stitched module is kept in the entry as
+//!   [`MULTILAUNCH`]. Chains need npu2: the ELF reloads the array between launches
+//!   (load_pdi), which npu1 cannot do.
+//! * [`ChainRunner`] loads the compiled chain and dispatches it over persistent buffers.
+
+mod mlir;
+mod runner;
+mod stitch;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use npu_cache::{Entry, Inputs, KERNEL_NAME_INPUT};
+use npu_runtime::MAX_KERNEL_ARGS;
+use npu_target::{Config, NpuVersion, OutputFormat};
+use npu_toolchain::{AirccOptions, BuildRequest, Compiler, LowerRequest, Toolchain};
+
+use crate::artifacts::{self, Compiled};
+use crate::error::DriverError;
+use crate::kernel;
+use crate::runtimes::Host;
+
+pub use runner::{ChainRunner, RunRequest};
+
+/// The stitched AIR module, as kept in a chain's cache entry.
+pub const MULTILAUNCH: &str = "multilaunch.mlir";
+
+/// One op of a chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainOp {
+    /// The kernel function's name in its ttsharedir.
+    pub kernel: String,
+    pub ttsharedir: String,
+    pub grid: [u32; 3],
+    /// Buffer parameter i → combined index `arg_map[i]`.
+    pub arg_map: Vec<usize>,
+    /// The buffer parameters' types (`memref<*xf32>`…), in order.
+    pub buffer_types: Vec<String>,
+    /// This op's transform script; `None` uses the configured one (or the default).
+    pub transform_script: Option<PathBuf>,
+    /// Upstream's `actual-sizes` hint for this op's lowering.
+    pub actual_sizes: Option<[u64; 3]>,
+}
+
+/// A chain being assembled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainBuilder {
+    name: String,
+    ops: Vec<ChainOp>,
+    /// combined index → (type, op, buffer parameter) of its first use.
+    combined: BTreeMap<usize, (String, usize, usize)>,
+}
+
+/// A chain compiled into a cache entry (holding the entry keeps it from eviction).
+pub struct CompiledChain {
+    pub entry: Entry,
+    pub compiled: Compiled,
+    pub target: NpuVersion,
+    /// The number of combined buffers the chain takes.
+    pub num_args: usize,
+}
+
+impl CompiledChain {
+    /// The full ELF.
+    pub fn elf_path(&self) -> PathBuf {
+        self.compiled.dir.join(artifacts::ELF)
+    }
+
+    /// The stitched AIR module aircc compiled.
+    pub fn module_path(&self) -> PathBuf {
+        self.compiled.dir.join(MULTILAUNCH)
+    }
+}
+
+impl ChainBuilder {
+    /// A chain named `name`, which becomes the name of the stitched function: an MLIR bare
+    /// identifier (letters, digits, `_`, `$`, `.`; not starting with a digit).
+    pub fn new(name: &str) -> Result<ChainBuilder, DriverError> {
+        let valid = name
+            .bytes()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == b'_')
+            && name
+                .bytes()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'$' | b'.'));
+        if !valid {
+            return Err(DriverError::ChainInput {
+                chain: name.to_owned(),
+                reason: "the name must be an MLIR identifier (letters, digits, `_`, `$`, `.`, \
+                         not starting with a digit): it names the stitched function"
+                    .into(),
+            });
+        }
+        Ok(ChainBuilder {
+            name: name.to_owned(),
+            ops: Vec::new(),
+            combined: BTreeMap::new(),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn ops(&self) -> &[ChainOp] {
+        &self.ops
+    }
+
+    fn input_error(&self, reason: String) -> DriverError {
+        DriverError::ChainInput {
+            chain: self.name.clone(),
+            reason,
+        }
+    }
+
+    /// Adds the next op. `arg_map` pairs (buffer parameter index, combined index) and must
+    /// map every buffer parameter of the kernel; a combined index keeps one element type.
+    /// Nothing is compiled here.
+    pub fn add_op(
+        &mut self,
+        ttsharedir: &str,
+        grid: [u32; 3],
+        arg_map: &[(usize, usize)],
+        transform_script: Option<PathBuf>,
+        actual_sizes: Option<[u64; 3]>,
+    ) -> Result<(), DriverError> {
+        let k = self.ops.len();
+        let module = mlir::parse_module(ttsharedir)
+            .map_err(|e| self.input_error(format!("op {k}: its ttsharedir is unreadable: {e}")))?;
+        let func = module
+            .ops
+            .iter()
+            .filter_map(|op| mlir::parse_func(op))
+            .find(|f| f.body.is_some())
+            .ok_or_else(|| {
+                self.input_error(format!(
+                    "op {k}: its ttsharedir has no function with a body; pass what the \
+                     ttsharedir stage produced (compiled.asm[\"ttsharedir\"])"
+                ))
+            })?;
+        if grid.contains(&0) {
+            return Err(self.input_error(format!(
+                "op {k} ({}): grid {grid:?} has an empty dimension; every size must be ≥ 1",
+                func.name
+            )));
+        }
+        let buffer_types: Vec<String> = func
+            .params
+            .iter()
+            .filter(|p| p.is_buffer())
+            .map(|p| p.ty.clone())
+            .collect();
+        let mut map: Vec<Option<usize>> = vec![None; buffer_types.len()];
+        for &(param, combined) in arg_map {
+            let Some(slot) = map.get_mut(param) else {
+                return Err(self.input_error(format!(
+                    "op {k} ({}): arg_map names buffer parameter {param}, but the kernel has \
+                     {} buffer parameters (pointer arguments, counted from 0)",
+                    func.name,
+                    buffer_types.len()
+                )));
+            };
+            if combined >= MAX_KERNEL_ARGS {
+                return Err(self.input_error(format!(
+                    "op {k} ({}): combined index {combined} is out of range; a chain takes at \
+                     most {MAX_KERNEL_ARGS} buffers (indices 0..{})",
+                    func.name,
+                    MAX_KERNEL_ARGS - 1
+                )));
+            }
+            *slot = Some(combined);
+        }
+        let missing: Vec<String> = map
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.is_none())
+            .map(|(i, _)| i.to_string())
+            .collect();
+        if !missing.is_empty() {
+            return Err(self.input_error(format!(
+                "op {k} ({}): arg_map does not map buffer parameter(s) {}; map every pointer \
+                 argument of the kernel to a combined index",
+                func.name,
+                missing.join(", ")
+            )));
+        }
+        let map: Vec<usize> = map.into_iter().flatten().collect();
+        for (param, &combined) in map.iter().enumerate() {
+            let ty = &buffer_types[param];
+            if let Some((seen, op, seen_param)) = self.combined.get(&combined)
+                && mlir::element_type(seen) != mlir::element_type(ty)
+            {
+                return Err(self.input_error(format!(
+                    "conflicting element types for combined index {combined}: op {op} \
+                     ({}) buffer {seen_param} is {seen}, op {k} ({}) buffer {param} is {ty}; a \
+                     shared combined index is one buffer, so its element type must agree",
+                    self.ops[*op].kernel, func.name
+                )));
+            }
+        }
+        for (param, &combined) in map.iter().enumerate() {
+            self.combined
+                .entry(combined)
+                .or_insert((buffer_types[param].clone(), k, param));
+        }
+        self.ops.push(ChainOp {
+            kernel: func.name,
+            ttsharedir: ttsharedir.to_owned(),
+            grid,
+            arg_map: map,
+            buffer_types,
+            transform_script,
+            actual_sizes,
+        });
+        Ok(())
+    }
+
+    /// The combined arguments' types, by combined index (upstream's `combined_arg_types`).
+    pub fn combined_arg_types(&self) -> Result<Vec<String>, DriverError> {
+        if self.ops.is_empty() {
+            return Err(self.input_error("the chain has no ops yet; add one first".into()));
+        }
+        let mut out = Vec::with_capacity(self.combined.len());
+        for (expected, (index, (ty, _, _))) in self.combined.iter().enumerate() {
+            if *index != expected {
+                return Err(self.input_error(format!(
+                    "combined index {expected} is used by no op's arg_map (the highest is \
+                     {}); combined indices must be 0..N-1",
+                    self.combined.keys().last().copied().unwrap_or_default()
+                )));
+            }
+            out.push(ty.clone());
+        }
+        Ok(out)
+    }
+
+    /// What the chain's artifacts depend on, known before any tool runs.
+    pub fn cache_inputs(
+        &self,
+        config: &Config,
+        host: &Host,
+        target: NpuVersion,
+        format: OutputFormat,
+    ) -> Result<Inputs, DriverError> {
+        let mut inputs = Inputs::new()
+            .text(KERNEL_NAME_INPUT, &self.name)
+            .text("chain.ops", self.ops.len().to_string());
+        for (k, op) in self.ops.iter().enumerate() {
+            let script = op
+                .transform_script
+                .as_deref()
+                .or(config.transform_tiling_script.as_deref());
+            inputs = inputs
+                .text(format!("chain.op{k}.ttsharedir"), &op.ttsharedir)
+                .text(
+                    format!("chain.op{k}.grid"),
+                    format!("{},{},{}", op.grid[0], op.grid[1], op.grid[2]),
+                )
+                .text(
+                    format!("chain.op{k}.actual_sizes"),
+                    op.actual_sizes
+                        .map(|s| format!("{},{},{}", s[0], s[1], s[2]))
+                        .unwrap_or_default(),
+                )
+                .text(
+                    format!("chain.op{k}.arg_map"),
+                    op.arg_map
+                        .iter()
+                        .map(usize::to_string)
+                        .collect::<Vec<_>>()
+                        .join(","),
+                )
+                .bytes(
+                    format!("chain.op{k}.transform_script"),
+                    kernel::transform_script(script)?,
+                );
+        }
+        Ok(kernel::build_inputs(inputs, config, host, target, format))
+    }
+
+    /// Lowers every op to AIR, each with its own grid and transform script.
+    pub fn lower(
+        &self,
+        config: &Config,
+        toolchain: &Toolchain,
+    ) -> Result<Vec<String>, DriverError> {
+        self.ops
+            .iter()
+            .enumerate()
+            .map(|(k, op)| {
+                let mut op_config = config.clone();
+                if let Some(script) = &op.transform_script {
+                    op_config.transform_tiling_script = Some(script.clone());
+                }
+                let lowered = Compiler::new(toolchain, &op_config).lower(&LowerRequest {
+                    kernel: format!("{}-op{k}-{}", self.name, op.kernel),
+                    linalg: op.ttsharedir.clone(),
+                    grid: op.grid,
+                    actual_sizes: op.actual_sizes,
+                    debug_tag: None,
+                })?;
+                Ok(lowered.air)
+            })
+            .collect()
+    }
+
+    /// Stitches the ops' AIR modules (from [`ChainBuilder::lower`]) into one module.
+    pub fn stitch(&self, airs: &[String]) -> Result<String, DriverError> {
+        self.combined_arg_types()?;
+        let ops: Vec<stitch::StitchOp<'_>> = self
+            .ops
+            .iter()
+            .zip(airs)
+            .map(|(op, air)| stitch::StitchOp {
+                kernel: &op.kernel,
+                grid: op.grid,
+                arg_map: &op.arg_map,
+                air,
+            })
+            .collect();
+        stitch::stitch(&self.name, &ops).map_err(|(op, reason)| DriverError::ChainStitch {
+            chain: self.name.clone(),
+            op,
+            kernel: self
+                .ops
+                .get(op)
+                .map(|o| o.kernel.clone())
+                .unwrap_or_default(),
+            reason,
+        })
+    }
+
+    /// Lowers and stitches: the module aircc compiles (upstream's `build_module_text`). Runs
+    /// `air-opt` once per op.
+    pub fn build_module_text(&self, config: &Config, host: &Host) -> Result<String, DriverError> {
+        self.combined_arg_types()?;
+        let toolchain = Toolchain::discover(config, &kernel::search_paths(host))?;
+        self.stitch(&self.lower(config, &toolchain)?)
+    }
+
+    /// The format a chain compiles to: a full ELF, on npu2 only.
+    fn check_target(
+        &self,
+        config: &Config,
+        target: NpuVersion,
+        requested: Option<OutputFormat>,
+    ) -> Result<OutputFormat, DriverError> {
+        if target == NpuVersion::Npu1 {
+            return Err(DriverError::ChainTarget {
+                chain: self.name.clone(),
+                target,
+            });
+        }
+        let format =
+            OutputFormat::resolve(requested.or(config.output_format), config.runtime, target)?;
+        if format != OutputFormat::Elf {
+            return Err(self.input_error(format!(
+                "chains compile to one full ELF (output format elf); {format} was requested \
+                 (argument or AMD_TRITON_NPU_OUTPUT_FORMAT)"
+            )));
+        }
+        Ok(format)
+    }
+
+    /// Gets the chain's artifacts from the cache, building them at most once across
+    /// processes (upstream's `compile`).
+    pub fn compile(
+        &self,
+        config: &Config,
+        host: &Host,
+        format: Option<OutputFormat>,
+    ) -> Result<CompiledChain, DriverError> {
+        let num_args = self.combined_arg_types()?.len();
+        let target = kernel::detect_target(config, host)?;
+        let format = self.check_target(config, target, format)?;
+        let inputs = self.cache_inputs(config, host, target, format)?;
+        let entry = kernel::cached_build(config, &inputs, |dir| {
+            self.build(config, host, target, format, num_args, dir)
+        })?;
+        let compiled = Compiled::read(entry.dir(), format, config.runtime, &self.name)?;
+        Ok(CompiledChain {
+            entry,
+            compiled,
+            target,
+            num_args,
+        })
+    }
+
+    fn build(
+        &self,
+        config: &Config,
+        host: &Host,
+        target: NpuVersion,
+        format: OutputFormat,
+        num_args: usize,
+        dir: &Path,
+    ) -> Result<(), DriverError> {
+        let toolchain = Toolchain::discover(config, &kernel::search_paths(host))?;
+        let text = self.stitch(&self.lower(config, &toolchain)?)?;
+        let bf16_emulation = config.bf16_emulation
+            || self
+                .ops
+                .iter()
+                .any(|op| npu_toolchain::lower::is_f32_matmul(&op.ttsharedir));
+        let built = Compiler::new(&toolchain, config).build(&BuildRequest {
+            kernel: self.name.clone(),
+            air: text.clone(),
+            target,
+            format,
+            bf16_emulation,
+            options: AirccOptions::default(),
+            out_dir: dir.to_owned(),
+            debug_tag: None,
+        })?;
+        kernel::store_runtime_files(config, dir, &built.artifacts, target, &self.name, num_args)?;
+        kernel::write(&dir.join(MULTILAUNCH), text.as_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,284 @@
+//! Dispatching a compiled chain: one dispatch per run over the combined buffers (upstream's
+//! `MultiLaunchRunner`).
+//!
+//! Each `bo_key` owns a set of device-shared buffers, one per combined argument, allocated on
+//! the first run with that key and passed to the kernel in place. Per run:
+//!
+//! * statics (`static_indices`) are written on the first run of a key only;
+//! * intermediates (`intermediate_indices`) carry no host data: zeroed on the first run, then
+//!   left alone — the launches hand them over on the device, and they are never read back;
+//! * every other input is written on every run (outputs too: a kernel need not overwrite its
+//!   whole output; name an output intermediate as well to skip that);
+//! * bound buffers (`bound`) are the caller's memory, passed to the dispatch as they are — in
+//!   place when they lie in memory the runtime shares with the device, staged by it otherwise;
+//! * only the outputs are read back, into the caller's destinations.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use npu_runtime::{DispatchOptions, DispatchReport, HostArg, Program, Runtime, SharedBuffer};
+use npu_target::{Config, OutputFormat};
+
+use super::CompiledChain;
+use crate::artifacts::Compiled;
+use crate::error::DriverError;
+use crate::runtimes::{self, Host};
+
+/// One run of a chain.
+#[derive(Debug, Clone, Copy)]
+pub struct RunRequest<'a> {
+    /// Names the buffer set this run uses (and creates on its first use).
+    pub bo_key: &'a str,
+    /// One per combined argument: the host data to write (its length is the buffer's size);
+    /// `None` only for a bound index.
+    pub inputs: &'a [Option<HostArg>],
+    /// Caller-owned buffers used instead of the set's own, by combined index.
+    pub bound: &'a [(usize, HostArg)],
+    pub static_indices: &'a [usize],
+    pub intermediate_indices: &'a [usize],
+    /// The combined indices read back after the run, each with where its bytes go (`None`
+    /// for a bound index: its memory already is the result).
+    pub outputs: &'a [(usize, Option<HostArg>)],
+    pub timeout: Option<Duration>,
+}
+
+/// The buffers of one `bo_key`.
+struct BufferSet {
+    sizes: Vec<usize>,
+    /// `None` where the index is bound to a caller's buffer.
+    own: Vec<Option<Box<dyn SharedBuffer>>>,
+}
+
+/// A loaded chain with its buffer sets.
+pub struct ChainRunner {
+    chain: String,
+    runtime: &'static dyn Runtime,
+    program: Program,
+    num_args: Option<usize>,
+    sets: Mutex<HashMap<String, BufferSet>>,
+    /// Keeps the cache entry safe from eviction while loaded.
+    _keep: Option<Arc<CompiledChain>>,
+}
+
+impl ChainRunner {
+    /// Loads the chain whose full ELF is `compiled` (under HSA: its `kernel.hsaco`, beside
+    /// it) into the configured runtime. `keep` (the compiled chain itself, when at hand) holds
+    /// its cache entry while the runner lives.
+    pub fn open(
+        config: &Config,
+        host: &Host,
+        chain: &str,
+        compiled: &Compiled,
+        keep: Option<Arc<CompiledChain>>,
+    ) -> Result<ChainRunner, DriverError> {
+        if config.compile_only {
+            return Err(DriverError::CompileOnly);
+        }
+        if compiled.format != OutputFormat::Elf {
+            return Err(DriverError::ChainInput {
+                chain: chain.to_owned(),
+                reason: format!(
+                    "a chain runs as one full ELF; {} artifacts cannot run as a chain",
+                    compiled.format
+                ),
+            });
+        }
+        let runtime = runtimes::runtime(config, host)?;
+        let program = runtime.load(&compiled.artifact(config.runtime)?)?;
+        Ok(ChainRunner {
+            chain: chain.to_owned(),
+            runtime,
+            num_args: program.num_args,
+            program,
+            sets: Mutex::new(HashMap::new()),
+            _keep: keep,
+        })
+    }
+
+    /// The number of combined buffers, when the loaded code says so.
+    pub fn num_args(&self) -> Option<usize> {
+        self.num_args
+    }
+
+    /// The buffer sets alive (one per `bo_key` used).
+    pub fn buffer_sets(&self) -> usize {
+        self.sets
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    fn input_error(&self, reason: String) -> DriverError {
+        DriverError::ChainInput {
+            chain: self.chain.clone(),
+            reason,
+        }
+    }
+
+    /// Runs the chain once (see the module docs).
+    pub fn run(&self, req: &RunRequest<'_>) -> Result<DispatchReport, DriverError> {
+        let n = req.inputs.len();
+        if let Some(expected) = self.num_args
+            && expected != n
+        {
+            return Err(self.input_error(format!(
+                "it takes {expected} combined buffers, the run passed {n} inputs"
+            )));
+        }
+        let in_range = |what: &str, i: usize| {
+            if i < n {
+                Ok(())
+            } else {
+                Err(self.input_error(format!(
+                    "{what} index {i} is out of range for {n} combined buffers"
+                )))
+            }
+        };
+        let mut bound: Vec<Option<HostArg>> = vec![None; n];
+        for &(i, arg) in req.bound {
+            in_range("bound buffer", i)?;
+            bound[i] = Some(arg);
+        }
+        for &i in req.static_indices {
+            in_range("static", i)?;
+        }
+        for &i in req.intermediate_indices {
+            in_range("intermediate", i)?;
+        }
+        let mut sizes = Vec::with_capacity(n);
+        for (i, input) in req.inputs.iter().enumerate() {
+            let size = match (bound[i], input) {
+                (Some(b), Some(input)) if input.len() > b.len() => {
+                    return Err(self.input_error(format!(
+                        "the bound buffer for argument {i} holds {} bytes, its input {}",
+                        b.len(),
+                        input.len()
+                    )));
+                }
+                (Some(b), _) => b.len(),
+                (None, Some(input)) => input.len(),
+                (None, None) => {
+                    return Err(self.input_error(format!(
+                        "argument {i} has no input and is not bound; pass an array (a \
+                         placeholder of the right size for intermediates)"
+                    )));
+                }
+            };
+            if size == 0 {
+                return Err(self.input_error(format!(
+                    "argument {i} is empty; the NPU cannot take a zero-size buffer"
+                )));
+            }
+            sizes.push(size);
+        }
+        let mut writeback = vec![false; n];
+        for &(i, destination) in req.outputs {
+            in_range("output", i)?;
+            writeback[i] = true;
+            match (bound[i], destination) {
+                (None, None) => {
+                    return Err(self.input_error(format!(
+                        "output {i} has nowhere to go (no destination and not bound)"
+                    )));
+                }
+                (None, Some(d)) if d.len() < sizes[i] => {
+                    return Err(self.input_error(format!(
+                        "the destination of output {i} holds {} bytes, the buffer {}",
+                        d.len(),
+                        sizes[i]
+                    )));
+                }
+                _ => {}
+            }
+        }
+
+        let mut sets = self.sets.lock().unwrap_or_else(PoisonError::into_inner);
+        let first = !sets.contains_key(req.bo_key);
+        if first {
+            let own = (0..n)
+                .map(|i| match bound[i] {
+                    Some(_) => Ok(None),
+                    None => self.runtime.alloc_shared(sizes[i]).map(Some),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            sets.insert(
+                req.bo_key.to_owned(),
+                BufferSet {
+                    sizes: sizes.clone(),
+                    own,
+                },
+            );
+        }
+        let set = sets
+            .get(req.bo_key)
+            .ok_or_else(|| self.input_error(format!("bo_key {:?} lost its buffers", req.bo_key)))?;
+        if set.sizes != sizes {
+            return Err(self.input_error(format!(
+                "bo_key {:?} was sized {:?} bytes but this run needs {:?}; use a distinct \
+                 bo_key per operand set",
+                req.bo_key, set.sizes, sizes
+            )));
+        }
+        for (i, (own, bound)) in set.own.iter().zip(&bound).enumerate() {
+            if own.is_none() != bound.is_some() {
+                return Err(self.input_error(format!(
+                    "bo_key {:?} {} argument {i} to a caller's buffer on its first run; bind \
+                     the same indices on every run of a key, or use another bo_key",
+                    req.bo_key,
+                    if bound.is_some() {
+                        "did not bind"
+                    } else {
+                        "bound"
+                    }
+                )));
+            }
+        }
+
+        // Stage what this run needs into the set's own buffers.
+        let is = |list: &[usize], i: usize| list.contains(&i);
+        for (i, own) in set.own.iter().enumerate() {
+            let Some(buffer) = own else { continue };
+            let intermediate = is(req.intermediate_indices, i);
+            let statik = is(req.static_indices, i);
+            if !first && (intermediate || statik) {
+                continue;
+            }
+            if first && intermediate && !statik {
+                // SAFETY: the buffer is `sizes[i]` bytes of mapped memory the set owns, and
+                // the set is locked.
+                unsafe { std::ptr::write_bytes(buffer.as_ptr(), 0, sizes[i]) };
+                continue;
+            }
+            if let Some(input) = req.inputs[i] {
+                // SAFETY: HostArg promises `input.len()` readable bytes; the buffer holds
+                // `sizes[i]` = input.len() bytes (checked above) and is locked.
+                unsafe { std::ptr::copy_nonoverlapping(input.ptr(), buffer.as_ptr(), input.len()) };
+            }
+        }
+        let args: Vec<HostArg> = (0..n)
+            .map(|i| match (&set.own[i], bound[i]) {
+                // SAFETY: the shared buffer lives in the locked set for the whole dispatch.
+                (Some(b), _) => unsafe { HostArg::from_raw(b.as_ptr(), b.len()) },
+                (None, b) => b,
+            })
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| self.input_error("a buffer has a null address".into()))?;
+        let report = self.runtime.dispatch(
+            &self.program,
+            &args,
+            &DispatchOptions {
+                writeback: Some(&writeback),
+                timeout: req.timeout,
+            },
+        )?;
+        for &(i, destination) in req.outputs {
+            if let (Some(buffer), Some(d)) = (&set.own[i], destination) {
+                // SAFETY: the buffer holds sizes[i] bytes (≤ d.len(), checked above); HostArg
+                // promises d is writable.
+                unsafe { std::ptr::copy_nonoverlapping(buffer.as_ptr(), d.ptr(), sizes[i]) };
+            }
+        }
+        Ok(report)
+    }
+}
