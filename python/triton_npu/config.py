@@ -99,13 +99,27 @@ npu_config = NPUConfig()
 
 
 def _apply_debug_level() -> None:
+    """Follows ``npu_config.debug`` in the Rust log filter. The ``triton_npu`` logger's own
+    level is set only when debug is on (and reset only if we set it), so a level the user
+    chose is kept; the Rust side also forwards debug events when the user's logger wants them.
+    """
     try:
         debug = native().config_snapshot()["debug"]
     except ValueError:
         return  # an invalid environment is reported where a value is read, not here
-    level = logging.DEBUG if debug else logging.NOTSET
-    logging.getLogger("triton_npu").setLevel(level)
-    native().set_log_level("debug" if level == logging.DEBUG else "info")
+    logger = logging.getLogger("triton_npu")
+    global _set_logger_level
+    if debug and logger.level != logging.DEBUG:
+        logger.setLevel(logging.DEBUG)
+        _set_logger_level = True
+    elif not debug and _set_logger_level:
+        logger.setLevel(logging.NOTSET)
+        _set_logger_level = False
+    wants_debug = debug or logger.isEnabledFor(logging.DEBUG)
+    native().set_log_level("debug" if wants_debug else "info")
+
+
+_set_logger_level = False
 
 
 def set_config(**kwargs: Any) -> None:

@@ -245,10 +245,39 @@ def test_launcher_argument_errors_and_hooks(tmp_path: Path):
     )
     assert result["none"][0] == "TypeError" and "y_ptr" in result["none"][1]
     assert result["count"][0] == "TypeError" and "takes 5 arguments" in result["count"][1]
-    assert result["scalar"][0] == "TypeError" and "n" in result["scalar"][1]
+    assert result["scalar"][0] == "TypeError" and "argument 3 (n)" in result["scalar"][1]
+    assert "integer" in result["scalar"][1]
     assert result["noncontig"][0] == "ValueError" and "contiguous" in result["noncontig"][1]
     assert result["object"][0] == "TypeError" and "y_ptr" in result["object"][1]
     assert result["empty"][0] == "ValueError" and "x_ptr" in result["empty"][1]
+
+
+def test_one_launcher_per_kernel_and_compile_only_is_not_remembered(tmp_path: Path):
+    result = run_kernels(
+        """
+        import json
+        from triton_npu.config import config_context
+        from triton_npu.shared import dispatch_counts
+        built = []
+        real = triton.runtime.driver.active.launcher_cls
+        def counting(src, md):
+            built.append(md.name)
+            return real(src, md)
+        triton.runtime.driver.active.launcher_cls = counting
+        x, y, out = torch.randn(N), torch.randn(N), torch.zeros(N)
+        with config_context(compile_only=True):
+            add_kernel[(N // 1024,)](x, y, out, N, BLOCK=1024)
+        assert torch.count_nonzero(out) == 0
+        for _ in range(5):
+            add_kernel[(N // 1024,)](x, y, out, N, BLOCK=1024)
+        torch.testing.assert_close(out, x + y)
+        print(json.dumps({"built": built, "counts": dispatch_counts()}))
+        """,
+        "xrt",
+        harness_env(tmp_path),
+    )
+    assert result["built"] == ["add_kernel"], "Triton must keep the first launcher"
+    assert sum(result["counts"]) == 5 * 3, "five real dispatches of three buffers"
 
 
 @pytest.mark.parametrize("runtime", ["hsa", "xrt"])
@@ -302,10 +331,18 @@ def test_benchmarker_reports_device_time(tmp_path: Path):
         fn = lambda: add_kernel[(N // 1024,)](x, y, out, N, BLOCK=1024)
         mean = bench(fn, warmup=1, rep=2)
         q = bench(fn, warmup=1, rep=2, quantiles=[0.5, 0.2, 0.8])
-        print(json.dumps({"mean": mean, "q": q}))
+        from triton_npu.config import config_context
+        try:
+            with config_context(compile_only=True):
+                bench(fn, warmup=1, rep=2)
+            nothing = None
+        except RuntimeError as e:
+            nothing = str(e)
+        print(json.dumps({"mean": mean, "q": q, "nothing": nothing}))
         """,
         "xrt",
         harness_env(tmp_path),
     )
     assert result["mean"] > 0
     assert len(result["q"]) == 3 and result["q"][1] <= result["q"][0] <= result["q"][2]
+    assert result["nothing"] and "dispatched no NPU kernel" in result["nothing"]

@@ -5,7 +5,7 @@ use std::fs;
 use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Instant, SystemTime};
 
 use npu_target::Config;
@@ -40,7 +40,30 @@ enum Opened {
     Damaged(String),
 }
 
+/// The process's open caches, one per (root, size cap): a handle remembers which entries it
+/// has checksummed, so sharing it keeps "checksums on first use" per process, not per call.
+static SHARED: Mutex<Vec<SharedCache>> = Mutex::new(Vec::new());
+
+/// An open cache with the root and size cap it was opened for.
+type SharedCache = (PathBuf, Option<u64>, Arc<Cache>);
+
 impl Cache {
+    /// The process-wide handle of the cache the configuration names, opened on first use.
+    pub fn shared(config: &Config) -> Result<Arc<Cache>, CacheError> {
+        let location = location::resolve(&config.locations)?;
+        let root = std::path::absolute(&location.root).unwrap_or(location.root);
+        let mut caches = SHARED.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, _, cache)) = caches
+            .iter()
+            .find(|(r, max, _)| *r == root && *max == config.cache_max_bytes)
+        {
+            return Ok(Arc::clone(cache));
+        }
+        let cache = Arc::new(Cache::open(config)?);
+        caches.push((root, config.cache_max_bytes, Arc::clone(&cache)));
+        Ok(cache)
+    }
+
     /// Opens the cache the configuration names (see [`location::resolve`]), with its size cap.
     pub fn open(config: &Config) -> Result<Cache, CacheError> {
         let location = location::resolve(&config.locations)?;

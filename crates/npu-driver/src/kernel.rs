@@ -189,7 +189,7 @@ pub(crate) fn cached_build(
     inputs: &Inputs,
     build: impl FnOnce(&Path) -> Result<(), DriverError>,
 ) -> Result<Entry, DriverError> {
-    let cache = Cache::open(config)?;
+    let cache = Cache::shared(config)?;
     cache
         .get_or_build(inputs, build)
         .map_err(|e| match e.into_build_error() {

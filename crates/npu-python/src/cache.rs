@@ -19,11 +19,6 @@ use crate::config::config_error;
 /// they are among the most recent this many; each costs one open file.
 const PINNED_ENTRIES: usize = 256;
 
-/// An open cache with the root and size cap it was opened for.
-type OpenCache = (PathBuf, Option<u64>, Arc<Cache>);
-
-/// One handle per (root, size cap): a handle remembers which entries it has checksummed.
-static CACHES: Mutex<Vec<OpenCache>> = Mutex::new(Vec::new());
 static PINNED: Mutex<VecDeque<Entry>> = Mutex::new(VecDeque::new());
 
 enum OpenError {
@@ -40,21 +35,10 @@ impl From<OpenError> for PyErr {
     }
 }
 
-/// The cache the current configuration names.
+/// The cache the current configuration names (the process-wide handle).
 fn current_cache() -> Result<Arc<Cache>, OpenError> {
     let config = Config::current().map_err(OpenError::Config)?;
-    let location = npu_cache::resolve_location(&config.locations).map_err(OpenError::Cache)?;
-    let root = std::path::absolute(&location.root).unwrap_or(location.root);
-    let mut caches = CACHES.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some((_, _, cache)) = caches
-        .iter()
-        .find(|(r, max, _)| *r == root && *max == config.cache_max_bytes)
-    {
-        return Ok(Arc::clone(cache));
-    }
-    let cache = Arc::new(Cache::open(&config).map_err(OpenError::Cache)?);
-    caches.push((root, config.cache_max_bytes, Arc::clone(&cache)));
-    Ok(cache)
+    Cache::shared(&config).map_err(OpenError::Cache)
 }
 
 /// Keeps `entry` in use; the oldest pins are released beyond [`PINNED_ENTRIES`].

@@ -6,6 +6,7 @@
 //! Later launches of the same grid find the loaded kernel in a small table without looking at
 //! the IR again.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -46,8 +47,20 @@ impl Param {
     }
 }
 
-/// Device time of the last dispatch in this process, for the benchmarker.
-static LAST_DEVICE_NS: AtomicU64 = AtomicU64::new(0);
+/// Kernels prepared in this process, shared by every launcher of the same kernel, grid and
+/// configuration: (ttsharedir, grid, actual sizes, configuration) → loaded kernel.
+type PreparedKey = (String, [u32; 3], Option<[u64; 3]>, String);
+static PREPARED: Mutex<Option<HashMap<PreparedKey, Arc<Prepared>>>> = Mutex::new(None);
+
+/// Grids a launcher remembers before forgetting the oldest (kernels whose grid follows the
+/// data would otherwise grow the table forever; forgotten ones stay in `PREPARED`).
+const MAX_GRIDS_PER_LAUNCHER: usize = 16;
+
+thread_local! {
+    /// This thread's dispatches so far and the device time of the last one, for the
+    /// benchmarker (per thread, so another thread's kernels do not pollute a measurement).
+    static LAST_DISPATCH: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
+}
 /// Buffer arguments of this process's dispatches passed in place / staged (`shared.rs`).
 pub(crate) static DISPATCHED_IN_PLACE: AtomicU64 = AtomicU64::new(0);
 pub(crate) static DISPATCHED_STAGED: AtomicU64 = AtomicU64::new(0);
@@ -69,6 +82,9 @@ pub struct Launcher {
     host: Host,
     /// Kernels loaded per grid; a list because a kernel rarely sees more than a few grids.
     loaded: Mutex<Vec<([u32; 3], Arc<Prepared>)>>,
+    /// `(configuration generation, compile_only)` as last read: compile-only is honoured at
+    /// every launch, re-reading the configuration only after it changed.
+    compile_only: Mutex<(u64, bool)>,
     last_cache_dir: Mutex<Option<PathBuf>>,
 }
 
@@ -144,6 +160,7 @@ impl Launcher {
             actual_sizes,
             host: host_from(host)?,
             loaded: Mutex::new(Vec::new()),
+            compile_only: Mutex::new((u64::MAX, false)),
             last_cache_dir: Mutex::new(None),
         })
     }
@@ -175,12 +192,19 @@ impl Launcher {
         if grid.contains(&0) {
             return self.exit(&args.get_item(8)?, &launch_metadata);
         }
-        let prepared = self.prepared(py, grid, &args.get_item(4)?)?;
+        let prepared = if self.compile_only_now()? {
+            // Build and cache, never dispatch (upstream's compile-only); the loaded-kernel
+            // table is skipped so that a kernel loaded earlier is not run.
+            self.prepare_uncached(py, grid, &args.get_item(4)?)?
+        } else {
+            self.prepared(py, grid, &args.get_item(4)?)?
+        };
         if prepared.loaded.is_some() {
             let report = py
                 .detach(|| prepared.dispatch(&buffers, None))
                 .map_err(driver_error)?;
-            LAST_DEVICE_NS.store(report.device_time.as_nanos() as u64, Ordering::Relaxed);
+            let ns = u64::try_from(report.device_time.as_nanos()).unwrap_or(u64::MAX);
+            LAST_DISPATCH.with(|d| d.set((d.get().0 + 1, ns)));
             DISPATCHED_IN_PLACE.fetch_add(report.in_place.into(), Ordering::Relaxed);
             DISPATCHED_STAGED.fetch_add(report.staged.into(), Ordering::Relaxed);
         }
@@ -210,6 +234,46 @@ impl Launcher {
 }
 
 impl Launcher {
+    fn compile_only_now(&self) -> PyResult<bool> {
+        let generation = npu_target::config::generation();
+        let mut cached = self
+            .compile_only
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if cached.0 != generation {
+            *cached = (
+                generation,
+                Config::current().map_err(config_error)?.compile_only,
+            );
+        }
+        Ok(cached.1)
+    }
+
+    fn prepare_uncached(
+        &self,
+        py: Python<'_>,
+        grid: [u32; 3],
+        function: &Bound<'_, PyAny>,
+    ) -> PyResult<Arc<Prepared>> {
+        let mut config = Config::current().map_err(config_error)?;
+        config.runtime = self.runtime;
+        let request = KernelRequest {
+            name: self.name.clone(),
+            ttsharedir: ttsharedir_text(function)?,
+            grid,
+            actual_sizes: self.actual_sizes,
+        };
+        let host = self.host.clone();
+        let prepared = py
+            .detach(|| npu_driver::prepare(&config, &host, &request))
+            .map_err(driver_error)?;
+        *self
+            .last_cache_dir
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(prepared.cache_dir().to_owned());
+        Ok(Arc::new(prepared))
+    }
+
     fn exit(&self, hook: &Bound<'_, PyAny>, metadata: &Bound<'_, PyAny>) -> PyResult<()> {
         if !hook.is_none() {
             hook.call1((metadata,))?;
@@ -230,36 +294,49 @@ impl Launcher {
                 return Ok(p.clone());
             }
         }
-        let ttsharedir = if let Ok(b) = function.cast::<PyBytes>() {
-            String::from_utf8_lossy(b.as_bytes()).into_owned()
-        } else if let Ok(s) = function.cast::<PyString>() {
-            s.to_str()?.to_owned()
-        } else {
-            return Err(PyTypeError::new_err(
-                "the kernel function handle must be the ttsharedir text (bytes); was the \
-                 kernel compiled by the NPU backend?",
-            ));
-        };
         let mut config = Config::current().map_err(config_error)?;
         config.runtime = self.runtime;
-        let request = KernelRequest {
-            name: self.name.clone(),
-            ttsharedir,
+        // Another launcher of the same kernel may have prepared it already (Triton builds a
+        // launcher per CompiledKernel, and may build several for one kernel).
+        let shared_key = (
+            ttsharedir_text(function)?,
             grid,
-            actual_sizes: self.actual_sizes,
-        };
-        let host = self.host.clone();
-        let prepared = py
-            .detach(|| npu_driver::prepare(&config, &host, &request))
-            .map_err(driver_error)?;
-        *self
-            .last_cache_dir
+            self.actual_sizes,
+            format!("{config:?}"),
+        );
+        let found = PREPARED
             .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(prepared.cache_dir().to_owned());
-        let prepared = Arc::new(prepared);
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .and_then(|m| m.get(&shared_key))
+            .cloned();
+        let prepared = match found {
+            Some(p) => {
+                *self
+                    .last_cache_dir
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = Some(p.cache_dir().to_owned());
+                p
+            }
+            None => self.prepare_uncached(py, grid, function)?,
+        };
+        // A compile-only result is not remembered: once compile-only is off, the next launch
+        // must load and dispatch.
+        if prepared.loaded.is_none() {
+            return Ok(prepared);
+        }
+        PREPARED
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_or_insert_with(HashMap::new)
+            .entry(shared_key)
+            .or_insert_with(|| prepared.clone());
         let mut table = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((_, p)) = table.iter().find(|(g, _)| *g == grid) {
             return Ok(p.clone());
+        }
+        if table.len() >= MAX_GRIDS_PER_LAUNCHER {
+            table.remove(0);
         }
         table.push((grid, prepared.clone()));
         Ok(prepared)
@@ -365,29 +442,48 @@ impl Launcher {
                 .checked_mul(dim)
                 .ok_or_else(|| PyValueError::new_err(format!("{} is too large", what())))?;
         }
-        let len = elements.saturating_mul(itemsize);
+        let len = elements
+            .checked_mul(itemsize)
+            .ok_or_else(|| PyValueError::new_err(format!("{} is too large", what())))?;
         if len == 0 {
             return Err(PyValueError::new_err(format!(
                 "{} is empty; the NPU cannot take a zero-size buffer",
                 what()
             )));
         }
-        // SAFETY: the tensor object is alive for the whole call (the argument tuple holds it),
-        // and data_ptr()/shape/itemsize describe memory it owns; Triton's contract is that the
-        // kernel may read and write it during the launch.
+        // SAFETY: the object is alive for the whole call (the argument tuple holds it). That
+        // data_ptr() addresses shape × itemsize bytes the kernel may read and write is the
+        // tensor protocol's contract (torch, numpy-backed SharedBuffer); a strided view is
+        // refused above whenever the object can say so (is_contiguous()).
         unsafe { HostArg::from_raw(ptr as usize as *mut u8, len) }
             .ok_or_else(|| PyValueError::new_err(format!("{} has a null data pointer", what())))
     }
 }
 
-/// Device time of the last dispatch in this process, in seconds (the benchmarker's clock).
+/// The ttsharedir text Triton passes as the kernel "function".
+fn ttsharedir_text(function: &Bound<'_, PyAny>) -> PyResult<String> {
+    if let Ok(b) = function.cast::<PyBytes>() {
+        Ok(String::from_utf8_lossy(b.as_bytes()).into_owned())
+    } else if let Ok(s) = function.cast::<PyString>() {
+        Ok(s.to_str()?.to_owned())
+    } else {
+        Err(PyTypeError::new_err(
+            "the kernel function handle must be the ttsharedir text (bytes); was the kernel \
+             compiled by the NPU backend?",
+        ))
+    }
+}
+
+/// `(dispatches, seconds)`: how many kernels this thread has dispatched and the device time
+/// of the last one (the benchmarker's clock).
 #[pyfunction]
-fn last_device_time() -> f64 {
-    LAST_DEVICE_NS.load(Ordering::Relaxed) as f64 * 1e-9
+fn last_dispatch() -> (u64, f64) {
+    let (count, ns) = LAST_DISPATCH.with(|d| d.get());
+    (count, ns as f64 * 1e-9)
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Launcher>()?;
-    m.add_function(wrap_pyfunction!(last_device_time, m)?)?;
+    m.add_function(wrap_pyfunction!(last_dispatch, m)?)?;
     Ok(())
 }

@@ -231,6 +231,15 @@ static OVERRIDES: RwLock<Overrides> = RwLock::new(Overrides {
     values: BTreeMap::new(),
 });
 
+/// Bumped on every change of the programmatic values, so hot paths can cache what they read
+/// from the configuration and re-read it only after `set_config`/`config_context`.
+static GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The number of changes to the programmatic values so far in this process.
+pub fn generation() -> u64 {
+    GENERATION.load(std::sync::atomic::Ordering::Acquire)
+}
+
 /// A copy of the process-wide programmatic values.
 pub fn overrides() -> Overrides {
     OVERRIDES
@@ -242,14 +251,17 @@ pub fn overrides() -> Overrides {
 /// Replaces the process-wide programmatic values (used by `config_context` to restore).
 pub fn replace_overrides(new: Overrides) {
     *OVERRIDES.write().unwrap_or_else(PoisonError::into_inner) = new;
+    GENERATION.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
 }
 
 /// Sets one process-wide programmatic value; `None` resets it to environment/default.
 pub fn set_override(setting: Setting, value: Option<&str>) -> Result<(), ConfigError> {
-    OVERRIDES
+    let result = OVERRIDES
         .write()
         .unwrap_or_else(PoisonError::into_inner)
-        .set(setting, value)
+        .set(setting, value);
+    GENERATION.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    result
 }
 
 fn validate(setting: Setting, value: &str) -> Result<(), ConfigError> {

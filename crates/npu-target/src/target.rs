@@ -155,12 +155,14 @@ pub fn detect(config: &Config, probes: &[&dyn TargetProbe]) -> Result<Detection,
     Err(TargetError::NotFound { observations })
 }
 
-type MemoKey = (RuntimeKind, Vec<String>);
-static MEMO: Mutex<Option<HashMap<MemoKey, Result<Detection, TargetError>>>> = Mutex::new(None);
+type MemoKey = (RuntimeKind, Vec<String>, String);
+static MEMO: Mutex<Option<HashMap<MemoKey, Detection>>> = Mutex::new(None);
 
-/// [`detect`], remembered per process for each runtime and probe list: probing can cost tens of
-/// milliseconds (`xrt-smi`), and the device does not change under a running process. A
-/// configured target is never memoised, so `set_config(target=…)` takes effect at once.
+/// [`detect`], remembered per process for each runtime, probe list and set of install
+/// locations: probing can cost tens of milliseconds (`xrt-smi`), and the device does not
+/// change under a running process. Only a detected device is remembered: after a failure,
+/// the next call probes again (the user may have fixed the setup). A configured target is
+/// never memoised, so `set_config(target=…)` takes effect at once.
 pub fn detect_memoised(
     config: &Config,
     probes: &[&dyn TargetProbe],
@@ -171,6 +173,7 @@ pub fn detect_memoised(
     let key = (
         config.runtime,
         probes.iter().map(|p| p.name().to_owned()).collect(),
+        format!("{:?}{:?}", config.locations, config.xrt_dir),
     );
     if let Some(hit) = MEMO
         .lock()
@@ -178,16 +181,16 @@ pub fn detect_memoised(
         .as_ref()
         .and_then(|m| m.get(&key))
     {
-        return hit.clone();
+        return Ok(hit.clone());
     }
     // Probe without holding the lock: a slow probe must not block other runtimes' lookups.
-    let result = detect(config, probes);
+    let detection = detect(config, probes)?;
     MEMO.lock()
         .unwrap_or_else(PoisonError::into_inner)
         .get_or_insert_with(HashMap::new)
         .entry(key)
-        .or_insert(result)
-        .clone()
+        .or_insert(detection.clone());
+    Ok(detection)
 }
 
 #[cfg(test)]
@@ -330,6 +333,36 @@ mod tests {
         assert!(text.contains("HSA agent: libhsa not found"), "{text}");
         assert!(text.contains("xrt-smi: not on PATH"), "{text}");
         assert!(text.contains("AMD_TRITON_NPU_TARGET=npu1"), "{text}");
+    }
+
+    #[test]
+    fn failures_are_not_memoised() {
+        let p = Fixed::new(
+            "memo-failure-probe",
+            false,
+            ProbeOutcome::Unavailable("no device yet".into()),
+        );
+        let c = config(&[("AMD_TRITON_NPU_RUNTIME", "xrt")]);
+        for _ in 0..2 {
+            assert!(detect_memoised(&c, &[&p]).is_err());
+        }
+        assert_eq!(
+            p.calls.load(Ordering::SeqCst),
+            2,
+            "a failure is probed again"
+        );
+        // Other install locations are another key.
+        let q = Fixed::new(
+            "memo-location-probe",
+            false,
+            ProbeOutcome::Device("NPU Strix".into()),
+        );
+        let a = config(&[("AMD_TRITON_NPU_RUNTIME", "xrt"), ("XILINX_XRT", "/opt/a")]);
+        let b = config(&[("AMD_TRITON_NPU_RUNTIME", "xrt"), ("XILINX_XRT", "/opt/b")]);
+        detect_memoised(&a, &[&q]).unwrap();
+        detect_memoised(&a, &[&q]).unwrap();
+        detect_memoised(&b, &[&q]).unwrap();
+        assert_eq!(q.calls.load(Ordering::SeqCst), 2);
     }
 
     #[test]

@@ -74,8 +74,10 @@ class NPUUtils:
     @staticmethod
     def load_binary(name: str, kernel: bytes, shared: int, device: Any) -> tuple:
         # The "function" Triton hands back at every launch is the ttsharedir text itself:
-        # everything NPU-specific happens at first launch, when the grid is known.
-        return (None, kernel, None, None, sys.maxsize)
+        # everything NPU-specific happens at first launch, when the grid is known. The module
+        # handle must not be None: Triton rebuilds the launcher whenever it is (and with
+        # launch hooks set, that is every launch).
+        return (name, kernel, None, None, sys.maxsize)
 
     @staticmethod
     def unload_module(module: Any) -> None:

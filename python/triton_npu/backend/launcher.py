@@ -37,14 +37,22 @@ def do_bench(
     as in ``triton.testing.do_bench``."""
     if return_mode not in ("min", "max", "mean", "median", "all"):
         raise ValueError(f"return_mode must be min, max, mean, median or all; got {return_mode!r}")
-    fn()  # first launch: compile, load
-    estimate_ms = max(native().last_device_time() * 1e3, 1e-3)
+
+    def timed() -> float:
+        before = native().last_dispatch()[0]
+        fn()
+        count, seconds = native().last_dispatch()
+        if count == before:
+            raise RuntimeError(
+                "the benchmarked function dispatched no NPU kernel (compile-only mode, an "
+                "empty grid, or no launch in it), so there is no device time to measure"
+            )
+        return seconds * 1e3
+
+    estimate_ms = max(timed(), 1e-3)  # the first call also compiles and loads
     for _ in range(max(1, int(warmup / estimate_ms))):
-        fn()
-    times = []
-    for _ in range(max(5, int(rep / estimate_ms))):
-        fn()
-        times.append(native().last_device_time() * 1e3)
+        timed()
+    times = [timed() for _ in range(max(5, int(rep / estimate_ms)))]
     if quantiles is not None:
         ordered = sorted(times)
         picked = [ordered[min(len(ordered) - 1, int(q * len(ordered)))] for q in quantiles]
