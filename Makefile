@@ -26,8 +26,13 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PIP) install -q "maturin>=1.16,<2" "pytest>=8" "ruff>=0.6" "triton>=3.9,<3.10" numpy torch ml-dtypes
 	touch $@
 
-## develop: build the native module (release) and install the package into .venv.
-develop: venv
+## develop: build the native module (release) and the XRT shim (when XRT headers are found),
+## and install the package into .venv. The shim goes to python/triton_npu/lib/, where the
+## XRT runtime looks for it and from where wheels include it.
+develop: venv xrt-shim
+	mkdir -p python/triton_npu/lib
+	if [ -f target/xrt-shim/libtriton_npu_xrt.so ]; then \
+		cp target/xrt-shim/libtriton_npu_xrt.so python/triton_npu/lib/; fi
 	VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(VENV))/bin:$$PATH \
 		$(VENV)/bin/maturin develop --release -q
 
