@@ -66,7 +66,7 @@ PRELUDE = textwrap.dedent(
 )
 
 
-def run_chain_script(body: str, runtime: str, env: dict) -> dict:
+def run_chain_script(body: str, runtime: str, env: dict, timeout: float = 600) -> dict:
     # Triton reads a @jit function's source, so the script must be a file.
     work = Path(env["AMD_TRITON_NPU_CACHE_DIR"]).parent
     work.mkdir(parents=True, exist_ok=True)
@@ -77,7 +77,7 @@ def run_chain_script(body: str, runtime: str, env: dict) -> dict:
         capture_output=True,
         text=True,
         env=env,
-        timeout=600,
+        timeout=timeout,
     )
     assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -213,6 +213,81 @@ def test_bound_buffers_are_used_in_place(tmp_path: Path):
     # is staged by the runtime (and written back, being an output).
     assert (result["shared"]["in_place"], result["shared"]["staged"]) == (4, 0), result
     assert (result["plain"]["in_place"], result["plain"]["staged"]) == (3, 1), result
+
+
+def test_buffer_sets_is_answered_while_a_run_is_on_the_device(tmp_path: Path):
+    # A run that logs from inside its dispatch (here: the timeout warning of a hung XRT run)
+    # needs the GIL for Python's logging. Another thread asking for `buffer_sets` meanwhile
+    # must neither hold the GIL while it waits for a Rust lock nor find the buffer sets locked
+    # for the whole dispatch: either one deadlocked the process. It runs in a child with a
+    # bounded wait, so a deadlock fails the test instead of hanging it.
+    try:
+        result = run_chain_script(
+            """
+            import ctypes, logging, threading, time
+            t = torch.empty(N)
+            capture = NPUChain("capture", runtime=RUNTIME)._capture
+            builder = MultiLaunchBuilder("gil")
+            builder.add_op(capture(add_kernel, GRID + (1, 1), (t, t, t, N), {"BLOCK": 1024}),
+                           GRID, {0: 0, 1: 1, 2: 2})
+            builder.add_op(capture(mul_kernel, GRID + (1, 1), (t, t, t, N), {"BLOCK": 1024}),
+                           GRID, {0: 2, 1: 1, 2: 3})
+            runner = MultiLaunchRunner(*builder.compile(), runtime=RUNTIME)
+            x, y = rand(1), rand(2)
+            ins = [x, y, np.empty(N, np.float32), np.empty(N, np.float32)]
+            runner.run(ins, bo_key="k", intermediate_indices={2})
+
+            xrt = ctypes.CDLL(os.environ["AMD_TRITON_NPU_XRT_SHIM"])
+            def counter(index):                      # 7: runs started, 9: runs aborted
+                stats = (ctypes.c_uint64 * 64)()     # room for any later counters
+                assert xrt.npu_harness_xrt_stats(ctypes.byref(stats)) == 0
+                return stats[index]
+
+            logged = []
+            class Keep(logging.Handler):
+                def emit(self, record):
+                    logged.append(record.getMessage())
+            logging.getLogger("triton_npu").addHandler(Keep())
+
+            os.environ["NPU_HARNESS_FAULT"] = "hang"  # runs never complete; the wait times out
+            started, aborted = counter(7), counter(9)
+            seen = {}
+            def dispatch():
+                out = np.empty(N, np.float32)
+                try:
+                    runner._native.run([a.view(np.uint8) for a in ins], "k", [], [2],
+                                       [(3, out.view(np.uint8))], [], timeout=5.0)
+                    seen["run"] = "completed"
+                except Exception as e:
+                    seen["run"] = type(e).__name__ + ": " + str(e)
+            def ask():
+                while counter(7) == started:              # the hung run is on the device
+                    time.sleep(0.01)
+                seen["buffer_sets"] = runner.buffer_sets
+                # Answered before the dispatch gave up on the run (it aborts it on timeout),
+                # not after waiting for the dispatch to end.
+                seen["aborted_before_answer"] = counter(9) - aborted
+            worker = threading.Thread(target=dispatch)
+            asker = threading.Thread(target=ask)
+            worker.start()
+            asker.start()
+            asker.join(60)
+            worker.join(60)
+            seen["stuck"] = worker.is_alive() or asker.is_alive()
+            seen["logged"] = [m for m in logged if "timed out" in m]
+            print(json.dumps(seen))
+            """,
+            "xrt",
+            harness_env(tmp_path),
+            timeout=180,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("deadlock: a chain run and buffer_sets in another thread never finished")
+    assert result["buffer_sets"] == 1 and result["aborted_before_answer"] == 0, result
+    assert not result["stuck"], result
+    assert "did not complete within 5 s" in result["run"], result
+    # The run logged through Python from inside its dispatch: the GIL was really needed there.
+    assert result["logged"], result
 
 
 def test_compile_only_builds_the_chain_without_a_runtime(tmp_path: Path):

@@ -5,6 +5,10 @@
 //! by `triton_npu.multilaunch`); their `__array_interface__` gives the address, and the
 //! arrays, held by the call's arguments, keep the memory alive while the dispatch runs with
 //! the GIL released.
+//!
+//! Every method that takes a Rust lock releases the GIL first: a thread holding such a lock
+//! may log, and logging reaches Python (`crate::logging`), so waiting for the lock with the
+//! GIL held could deadlock.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -144,6 +148,7 @@ impl PyChainBuilder {
     #[pyo3(signature = (asm_src, grid, arg_map, transform_script = None, actual_sizes = None))]
     fn add_op(
         &self,
+        py: Python<'_>,
         asm_src: &Bound<'_, PyAny>,
         grid: &Bound<'_, PyAny>,
         arg_map: &Bound<'_, PyAny>,
@@ -175,29 +180,25 @@ impl PyChainBuilder {
                 script.display()
             )));
         }
-        lock(&self.inner)
-            .add_op(
-                &text,
-                grid,
-                &pairs,
-                transform_script,
-                actual_sizes_of(actual_sizes)?,
-            )
+        let actual_sizes = actual_sizes_of(actual_sizes)?;
+        py.detach(|| lock(&self.inner).add_op(&text, grid, &pairs, transform_script, actual_sizes))
             .map_err(chain_error)
     }
 
     /// Type strings of the combined arguments, by combined index.
-    fn combined_arg_types(&self) -> PyResult<Vec<String>> {
-        lock(&self.inner).combined_arg_types().map_err(chain_error)
+    fn combined_arg_types(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        py.detach(|| lock(&self.inner).combined_arg_types())
+            .map_err(chain_error)
     }
 
     /// Lowers every op and stitches them: the module aircc would compile.
     fn build_module_text(&self, py: Python<'_>) -> PyResult<String> {
         let config = chain_config(self.runtime, &self.air_project)?;
-        let builder = lock(&self.inner).clone();
-        let host = self.host.clone();
-        py.detach(|| builder.build_module_text(&config, &host))
-            .map_err(chain_error)
+        py.detach(|| {
+            let builder = lock(&self.inner).clone();
+            builder.build_module_text(&config, &self.host)
+        })
+        .map_err(chain_error)
     }
 
     /// Compiles the chain (or finds it in the cache).
@@ -213,26 +214,28 @@ impl PyChainBuilder {
             })
             .transpose()?;
         let config = chain_config(self.runtime, &self.air_project)?;
-        let builder = lock(&self.inner).clone();
-        let host = self.host.clone();
-        let compiled = py
-            .detach(|| builder.compile(&config, &host, format))
+        let (name, compiled) = py
+            .detach(|| {
+                let builder = lock(&self.inner).clone();
+                let compiled = builder.compile(&config, &self.host, format)?;
+                Ok((builder.name().to_owned(), compiled))
+            })
             .map_err(chain_error)?;
         Ok(PyCompiledChain {
-            name: builder.name().to_owned(),
+            name,
             inner: Arc::new(compiled),
             runtime: config.runtime,
         })
     }
 
     #[getter]
-    fn name(&self) -> String {
-        lock(&self.inner).name().to_owned()
+    fn name(&self, py: Python<'_>) -> String {
+        py.detach(|| lock(&self.inner).name().to_owned())
     }
 
     #[getter]
-    fn num_ops(&self) -> usize {
-        lock(&self.inner).ops().len()
+    fn num_ops(&self, py: Python<'_>) -> usize {
+        py.detach(|| lock(&self.inner).ops().len())
     }
 }
 
@@ -408,7 +411,7 @@ impl PyChainRunner {
         bound: Vec<(usize, Bound<'py, PyAny>)>,
         timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let runner = lock(&self.inner).clone().ok_or_else(|| {
+        let runner = py.detach(|| lock(&self.inner).clone()).ok_or_else(|| {
             PyRuntimeError::new_err(format!(
                 "the chain runner of {:?} is closed; open a new one",
                 self.name
@@ -464,24 +467,28 @@ impl PyChainRunner {
 
     /// Combined buffers the loaded code takes, if it says.
     #[getter]
-    fn num_args(&self) -> Option<usize> {
-        lock(&self.inner).as_ref().and_then(|r| r.num_args())
+    fn num_args(&self, py: Python<'_>) -> Option<usize> {
+        py.detach(|| lock(&self.inner).as_ref().and_then(|r| r.num_args()))
     }
 
     /// Buffer sets alive (one per bo_key used).
     #[getter]
-    fn buffer_sets(&self) -> usize {
-        lock(&self.inner).as_ref().map_or(0, |r| r.buffer_sets())
+    fn buffer_sets(&self, py: Python<'_>) -> usize {
+        py.detach(|| lock(&self.inner).as_ref().map_or(0, |r| r.buffer_sets()))
     }
 
     #[getter]
-    fn closed(&self) -> bool {
-        lock(&self.inner).is_none()
+    fn closed(&self, py: Python<'_>) -> bool {
+        py.detach(|| lock(&self.inner).is_none())
     }
 
-    /// Frees the buffers and the loaded program. Idempotent.
-    fn close(&self) {
-        lock(&self.inner).take();
+    /// Frees the buffers and the loaded program (once no run uses them). Idempotent.
+    fn close(&self, py: Python<'_>) {
+        // Freeing calls into the runtime, which takes its locks: without the GIL.
+        py.detach(|| {
+            let runner = lock(&self.inner).take();
+            drop(runner);
+        });
     }
 }
 

@@ -517,8 +517,8 @@ impl Kernel {
         Ok(group)
     }
 
-    /// A new run of this kernel.
-    pub fn run(&self) -> Result<Run<'_>, XrtSysError> {
+    /// A new run of this kernel (reusable: see [`Run`]).
+    pub fn run(self: &Arc<Self>) -> Result<Run, XrtSysError> {
         let shim = self.shim();
         let mut raw = ptr::null_mut();
         // SAFETY: live kernel, valid out pointer.
@@ -527,14 +527,14 @@ impl Kernel {
                 .triton_npu_xrt_run_create(self.raw.as_ptr(), &mut raw, err, len)
         })?;
         let raw = NonNull::new(raw).ok_or_else(|| null_handle("triton_npu_xrt_run_create"))?;
-        Ok(Run::new(self, raw))
+        Ok(Run::new(Arc::clone(self), raw))
     }
 }
 
 impl Drop for Kernel {
     fn drop(&mut self) {
         let shim = &self.context.device.shim;
-        // SAFETY: sole owner of a live kernel; runs borrow it, so none is left.
+        // SAFETY: last owner of a live kernel; runs hold an Arc to it, so none is left.
         log_release(shim.call("triton_npu_xrt_kernel_free", |err, len| unsafe {
             shim.api
                 .triton_npu_xrt_kernel_free(self.raw.as_ptr(), err, len)

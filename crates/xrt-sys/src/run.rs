@@ -1,7 +1,11 @@
-//! Runs (`xrt::run`): set the arguments, start, wait.
+//! Runs (`xrt::run`): set the arguments, start, wait — and again: XRT lets a run be started
+//! again once it has finished, keeping the arguments set before (`xrt::run` "can be re-used to
+//! execute the same kernel again"), so a caller may keep one run per kernel and change only
+//! the arguments that differ. Arguments must not change while the run is going.
 
 use std::ffi::c_char;
 use std::ptr::NonNull;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::api::{ERR_LEN, Kernel, log_release, text};
@@ -19,14 +23,18 @@ pub enum WaitOutcome {
     TimedOut,
 }
 
-/// One execution of a kernel (`xrt::run`).
-pub struct Run<'k> {
-    kernel: &'k Kernel,
+/// Executions of a kernel (`xrt::run`); it keeps its kernel alive.
+pub struct Run {
+    kernel: Arc<Kernel>,
     raw: NonNull<b::triton_npu_xrt_run>,
 }
 
-impl<'k> Run<'k> {
-    pub(crate) fn new(kernel: &'k Kernel, raw: NonNull<b::triton_npu_xrt_run>) -> Run<'k> {
+// SAFETY: as for the other handles (see `Device`): XRT's run objects may be used from any
+// thread, one at a time, which `&mut self` on every state-changing call ensures.
+unsafe impl Send for Run {}
+
+impl Run {
+    pub(crate) fn new(kernel: Arc<Kernel>, raw: NonNull<b::triton_npu_xrt_run>) -> Run {
         Run { kernel, raw }
     }
 
@@ -65,6 +73,8 @@ impl<'k> Run<'k> {
         })
     }
 
+    /// Starts the run: the first time after setting its arguments, again after a wait saw it
+    /// finish.
     pub fn start(&mut self) -> Result<(), XrtSysError> {
         let shim = self.shim();
         // SAFETY: live run.
@@ -137,7 +147,7 @@ impl<'k> Run<'k> {
     }
 }
 
-impl Drop for Run<'_> {
+impl Drop for Run {
     fn drop(&mut self) {
         let shim = self.shim();
         // SAFETY: sole owner of a live run.

@@ -12,6 +12,11 @@
 //! * bound buffers (`bound`) are the caller's memory, passed to the dispatch as they are — in
 //!   place when they lie in memory the runtime shares with the device, staged by it otherwise;
 //! * only the outputs are read back, into the caller's destinations.
+//!
+//! Locking: the map of sets is locked only to find or add a key's set, never across a dispatch
+//! or an allocation, which may log — and Python's logging bridge needs the GIL, which a Python
+//! thread asking for [`ChainRunner::buffer_sets`] may hold. A key's own set stays locked for
+//! its whole run, so runs of one key are serialised and runs of different keys are not.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -48,7 +53,12 @@ struct BufferSet {
     sizes: Vec<usize>,
     /// `None` where the index is bound to a caller's buffer.
     own: Vec<Option<Box<dyn SharedBuffer>>>,
+    /// No run has staged into the buffers yet: statics are written and intermediates zeroed.
+    fresh: bool,
 }
+
+/// A key's set, locked by the run that uses it.
+type SharedSet = Arc<Mutex<BufferSet>>;
 
 /// A loaded chain with its buffer sets.
 pub struct ChainRunner {
@@ -56,7 +66,7 @@ pub struct ChainRunner {
     runtime: &'static dyn Runtime,
     program: Program,
     num_args: Option<usize>,
-    sets: Mutex<HashMap<String, BufferSet>>,
+    sets: Mutex<HashMap<String, SharedSet>>,
     /// Keeps the cache entry safe from eviction while loaded.
     _keep: Option<Arc<CompiledChain>>,
 }
@@ -101,12 +111,52 @@ impl ChainRunner {
         self.num_args
     }
 
-    /// The buffer sets alive (one per `bo_key` used).
+    /// The buffer sets alive (one per `bo_key` used). Never waits for a run in progress.
     pub fn buffer_sets(&self) -> usize {
         self.sets
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .len()
+    }
+
+    /// The set of `bo_key`, allocated (outside the map's lock) when the key is new. Two first
+    /// runs of one key may both allocate; the set inserted first is kept, the other freed.
+    fn set_for(
+        &self,
+        bo_key: &str,
+        sizes: &[usize],
+        bound: &[Option<HostArg>],
+    ) -> Result<SharedSet, DriverError> {
+        let existing = self
+            .sets
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(bo_key)
+            .cloned();
+        if let Some(set) = existing {
+            return Ok(set);
+        }
+        let own = sizes
+            .iter()
+            .zip(bound)
+            .map(|(&size, bound)| match bound {
+                Some(_) => Ok(None),
+                None => self.runtime.alloc_shared(size).map(Some),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let new = Arc::new(Mutex::new(BufferSet {
+            sizes: sizes.to_vec(),
+            own,
+            fresh: true,
+        }));
+        let kept = Arc::clone(
+            self.sets
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(bo_key.to_owned())
+                .or_insert(new),
+        );
+        Ok(kept)
     }
 
     fn input_error(&self, reason: String) -> DriverError {
@@ -193,26 +243,8 @@ impl ChainRunner {
             }
         }
 
-        let mut sets = self.sets.lock().unwrap_or_else(PoisonError::into_inner);
-        let first = !sets.contains_key(req.bo_key);
-        if first {
-            let own = (0..n)
-                .map(|i| match bound[i] {
-                    Some(_) => Ok(None),
-                    None => self.runtime.alloc_shared(sizes[i]).map(Some),
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            sets.insert(
-                req.bo_key.to_owned(),
-                BufferSet {
-                    sizes: sizes.clone(),
-                    own,
-                },
-            );
-        }
-        let set = sets
-            .get(req.bo_key)
-            .ok_or_else(|| self.input_error(format!("bo_key {:?} lost its buffers", req.bo_key)))?;
+        let shared = self.set_for(req.bo_key, &sizes, &bound)?;
+        let mut set = shared.lock().unwrap_or_else(PoisonError::into_inner);
         if set.sizes != sizes {
             return Err(self.input_error(format!(
                 "bo_key {:?} was sized {:?} bytes but this run needs {:?}; use a distinct \
@@ -236,6 +268,7 @@ impl ChainRunner {
         }
 
         // Stage what this run needs into the set's own buffers.
+        let first = std::mem::replace(&mut set.fresh, false);
         let is = |list: &[usize], i: usize| list.contains(&i);
         for (i, own) in set.own.iter().enumerate() {
             let Some(buffer) = own else { continue };

@@ -7,6 +7,10 @@
 //! * npu2 (`Artifact::Elf`): `xrt::elf` → hardware context → `xrt::ext::kernel("main:<id>")`,
 //!   with `xrt::ext::bo` staging buffers, run as `(bo_0, bo_1, …)`.
 //!
+//! Each session keeps one `xrt::run`, started again by every dispatch: the constant
+//! arguments are set when it is made, a dispatch sets only its buffers (see
+//! `session::ReusedRun`).
+//!
 //! Programs' device state lives in sessions, at most `AMD_TRITON_NPU_XRT_MAX_SESSIONS` of them
 //! (least recently used released first). When the driver refuses a context (`CREATE_HWCTX`),
 //! idle sessions are released and creation is retried once. Every argument is synced to the
@@ -19,7 +23,7 @@ use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Instant, SystemTime};
 
 use npu_target::{Config, NpuVersion, RuntimeKind};
@@ -38,9 +42,7 @@ mod shared;
 pub use doctor::{XrtReport, XrtTargetProbe, doctor_report};
 pub use shared::XrtSharedBuffer;
 
-use session::{
-    FIRST_BUFFER_ARG, INSTR_ARG, OPCODE_TRANSACTION, ProgramSpec, Session, Sessions, Source,
-};
+use session::{FIRST_BUFFER_ARG, ProgramSpec, Session, SessionCell, Sessions, Source};
 
 /// The prefix of the kernel an npu1 xclbin runs (aiecc's default name is `MLIR_AIE`).
 pub const XCLBIN_KERNEL_PREFIX: &str = "MLIR_AIE";
@@ -186,6 +188,7 @@ impl XrtRuntime {
                 insts: words.into(),
                 slots,
             },
+            resident: Mutex::new(Weak::new()),
         };
         let name = format!("{} ({})", kernel.name, xclbin.display());
         self.finish_load(&mut state, key, spec, name)
@@ -210,6 +213,7 @@ impl XrtRuntime {
                 elf: opened,
                 kernel: kernel.to_owned(),
             },
+            resident: Mutex::new(Weak::new()),
         };
         self.finish_load(&mut state, key, spec, label.clone())
     }
@@ -228,7 +232,8 @@ impl XrtRuntime {
                 kernel: name.clone(),
                 reason: e,
             })?;
-        state.sessions.insert(spec.id, session);
+        let cell = state.sessions.insert(spec.id, session);
+        spec.set_resident(&cell);
         state.next_program += 1;
         // Neither artifact says exactly how many buffers the kernel takes (an xclbin declares
         // an upper bound), so the program does not claim a count.
@@ -265,23 +270,27 @@ impl XrtRuntime {
         }
     }
 
-    /// The program's session, made again if it was released.
-    fn session(
-        &self,
-        spec: &ProgramSpec,
-        kernel: &str,
-    ) -> Result<Arc<Mutex<Session>>, RuntimeError> {
-        let mut state = self.lock();
-        if let Some(session) = state.sessions.get(spec.id) {
-            return Ok(session);
+    /// The program's session, made again if it was released. Only making one takes the
+    /// runtime's lock.
+    fn session(&self, spec: &ProgramSpec, kernel: &str) -> Result<Arc<SessionCell>, RuntimeError> {
+        if let Some(cell) = spec.resident() {
+            return Ok(cell);
         }
-        let session =
-            self.create_session(&mut state, spec)
-                .map_err(|reason| RuntimeError::Dispatch {
-                    kernel: kernel.to_owned(),
-                    reason,
+        let mut state = self.lock();
+        let cell = match state.sessions.get(spec.id) {
+            Some(cell) => cell,
+            None => {
+                let session = self.create_session(&mut state, spec).map_err(|reason| {
+                    RuntimeError::Dispatch {
+                        kernel: kernel.to_owned(),
+                        reason,
+                    }
                 })?;
-        Ok(state.sessions.insert(spec.id, session))
+                state.sessions.insert(spec.id, session)
+            }
+        };
+        spec.set_resident(&cell);
+        Ok(cell)
     }
 
     fn spec<'p>(&self, program: &'p Program) -> Result<&'p ProgramSpec, RuntimeError> {
@@ -349,23 +358,18 @@ impl XrtRuntime {
             }
         };
 
-        let mut run = session.kernel.run().map_err(fail)?;
-        match &session.instr {
-            Some((instr, words)) => {
-                run.set_arg_scalar(0, &OPCODE_TRANSACTION.to_le_bytes())
-                    .map_err(fail)?;
-                run.set_arg_bo(INSTR_ARG, instr).map_err(fail)?;
-                run.set_arg_scalar(2, &words.to_le_bytes()).map_err(fail)?;
-                for i in 0..args.len() {
-                    run.set_arg_bo(FIRST_BUFFER_ARG + i as i32, buffer(i)?)
-                        .map_err(fail)?;
-                }
-            }
-            None => {
-                for i in 0..args.len() {
-                    run.set_arg_bo(i as i32, buffer(i)?).map_err(fail)?;
-                }
-            }
+        // npu1 kernels take the opcode, instructions and their length first.
+        let first_buffer = match session.instr {
+            Some(_) => FIRST_BUFFER_ARG,
+            None => 0,
+        };
+        let run = session
+            .run
+            .prepare(&session.kernel, session.instr.as_ref(), args.len())
+            .map_err(fail)?;
+        for i in 0..args.len() {
+            run.set_arg_bo(first_buffer + i as i32, buffer(i)?)
+                .map_err(fail)?;
         }
         let started = Instant::now();
         run.start().map_err(fail)?;
@@ -385,7 +389,6 @@ impl XrtRuntime {
             Err(e) => return Err(fail(e)),
         }
         report.device_time = started.elapsed();
-        drop(run);
 
         // Only what the kernel writes comes back.
         for (i, arg) in args.iter().enumerate() {
@@ -511,9 +514,9 @@ impl Runtime for XrtRuntime {
                 args.len()
             )));
         }
-        let session = self.session(spec, kernel)?;
+        let cell = self.session(spec, kernel)?;
         let outcome = {
-            let mut guard = session.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut guard = cell.session.lock().unwrap_or_else(PoisonError::into_inner);
             self.run_once(spec, &mut guard, kernel, args, options)
         };
         if matches!(
@@ -521,7 +524,7 @@ impl Runtime for XrtRuntime {
             Err(RuntimeError::Dispatch { .. } | RuntimeError::Timeout { .. })
         ) {
             // The context may be left in a bad state; the next dispatch makes a new one.
-            self.lock().sessions.discard(spec.id, &session);
+            self.lock().sessions.discard(spec.id, &cell);
         }
         outcome
     }

@@ -8,7 +8,8 @@
 //! It enforces XRT's call order and the NPU flows' rules (device before xclbin registration,
 //! registration before a context, a context before a kernel, buffers in the kernel argument's
 //! memory group, every argument set and every buffer synced before a run, a run started
-//! before it is waited on, children released before parents) and executes runs the way the
+//! before it is waited on, and started again or given new arguments only after a wait saw it
+//! finish, children released before parents) and executes runs the way the
 //! software HSA agent does: the harness program comes from the instruction buffer (npu1: the
 //! `insts.bin` contents, run with opcode 3) or from the instance's `.ctrltext` in the full ELF
 //! (npu2), and runs over the buffers' device memory. Faults and the device name come from the

@@ -61,6 +61,8 @@ pub struct Stats {
     pub runs_aborted: u64,
     pub syncs_to_device: u64,
     pub syncs_from_device: u64,
+    /// Run objects created (`run_create`); with `runs_started`, shows how often runs are reused.
+    pub runs_created: u64,
 }
 
 struct Device {
@@ -168,7 +170,25 @@ enum RunState {
     Done {
         state: i32,
         message: String,
+        /// A wait, a state query or an abort reported the end to the host. Only then may the
+        /// host change the arguments and start the run again: before, as far as it knows, the
+        /// run may still be going (XRT leaves changing a running run's arguments undefined).
+        seen: bool,
     },
+}
+
+impl RunState {
+    /// Whether the host may set arguments and start: a new run, or one it saw finish.
+    fn idle(&self) -> bool {
+        matches!(self, RunState::New | RunState::Done { seen: true, .. })
+    }
+
+    /// Records that the host learned the run finished.
+    fn see(&mut self) {
+        if let RunState::Done { seen, .. } = self {
+            *seen = true;
+        }
+    }
 }
 
 struct Run {
@@ -565,6 +585,7 @@ impl World {
     pub fn run_create(&mut self, kernel: usize) -> Outcome<usize> {
         lookup(&self.kernels, kernel, "kernel")?;
         let h = self.handle();
+        self.stats.runs_created += 1;
         self.runs.insert(
             h,
             Run {
@@ -674,9 +695,10 @@ impl World {
 
     fn set_arg(&mut self, run: usize, index: i32, value: ArgValue) -> Outcome<()> {
         let r = lookup_mut(&mut self.runs, run, "run")?;
-        if r.state != RunState::New {
+        if !r.state.idle() {
             return Err(Failure::xrt(
-                "arguments set on a run that was already started",
+                "arguments set on a run that was started and not seen to finish (set them \
+                 before start, or after a wait reports the run finished)",
             ));
         }
         r.args.insert(index, value);
@@ -685,9 +707,10 @@ impl World {
 
     pub fn run_start(&mut self, run: usize) -> Outcome<()> {
         let r = lookup(&self.runs, run, "run")?;
-        if r.state != RunState::New {
+        if !r.state.idle() {
             return Err(Failure::xrt(
-                "run started twice (make a new run per execution)",
+                "run started twice without a wait seeing the first execution finish (a run \
+                 starts again only after it finished)",
             ));
         }
         let k = lookup(&self.kernels, r.kernel, "kernel")?;
@@ -726,6 +749,7 @@ impl World {
                 state: b::TRITON_NPU_XRT_STATE_ABORT as i32,
                 message: "(npu-harness-xrt) the command was aborted (NPU_HARNESS_FAULT=abort)"
                     .into(),
+                seen: false,
             },
             _ => match self.execute(run) {
                 Ok(()) => {
@@ -733,6 +757,7 @@ impl World {
                     RunState::Done {
                         state: b::TRITON_NPU_XRT_STATE_COMPLETED as i32,
                         message: String::new(),
+                        seen: false,
                     }
                 }
                 Err(message) => RunState::Done {
@@ -740,6 +765,7 @@ impl World {
                     message: format!(
                         "(npu-harness-xrt) the kernel failed on the device: {message}"
                     ),
+                    seen: false,
                 },
             },
         };
@@ -747,20 +773,23 @@ impl World {
         Ok(())
     }
 
-    pub fn wait_step(&self, run: usize, timeout: Option<Duration>) -> Outcome<WaitStep> {
-        let r = lookup(&self.runs, run, "run")?;
+    pub fn wait_step(&mut self, run: usize, timeout: Option<Duration>) -> Outcome<WaitStep> {
+        let r = lookup_mut(&mut self.runs, run, "run")?;
+        r.state.see();
         match &r.state {
             RunState::New => Err(Failure::xrt("wait on a run that was never started")),
             RunState::Hung => Ok(WaitStep::Sleep(timeout)),
-            RunState::Done { state, message } => Ok(WaitStep::Finished {
+            RunState::Done { state, message, .. } => Ok(WaitStep::Finished {
                 state: *state,
                 message: message.clone(),
             }),
         }
     }
 
-    pub fn run_state(&self, run: usize) -> Outcome<i32> {
-        Ok(match &lookup(&self.runs, run, "run")?.state {
+    pub fn run_state(&mut self, run: usize) -> Outcome<i32> {
+        let r = lookup_mut(&mut self.runs, run, "run")?;
+        r.state.see();
+        Ok(match &r.state {
             RunState::New => b::TRITON_NPU_XRT_STATE_NEW as i32,
             RunState::Hung => b::TRITON_NPU_XRT_STATE_RUNNING as i32,
             RunState::Done { state, .. } => *state,
@@ -776,10 +805,15 @@ impl World {
                 r.state = RunState::Done {
                     state: b::TRITON_NPU_XRT_STATE_ABORT as i32,
                     message: "(npu-harness-xrt) the command was aborted by the host".into(),
+                    seen: true,
                 };
                 Ok(b::TRITON_NPU_XRT_STATE_ABORT as i32)
             }
-            RunState::Done { state, .. } => Ok(*state),
+            RunState::Done { state, .. } => {
+                let state = *state;
+                r.state.see();
+                Ok(state)
+            }
         }
     }
 

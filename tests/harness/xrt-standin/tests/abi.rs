@@ -246,6 +246,25 @@ fn runs_follow_the_npu1_rules() {
         call(|e, l| api.triton_npu_xrt_bo_sync(data[2].0, 1, 4, 0, e, l)).ok();
         assert_eq!(read(data[2].1), 6.5);
 
+        // A run a wait saw finish starts again with the arguments it has, changed or not.
+        let created = stats().runs_created;
+        ptr::copy_nonoverlapping(1.0f32.to_le_bytes().as_ptr(), data[0].1, 4);
+        call(|e, l| api.triton_npu_xrt_bo_sync(data[0].0, 0, 4, 0, e, l)).ok();
+        call(|e, l| api.triton_npu_xrt_run_set_arg_bo(run, 4, data[0].0, e, l)).ok();
+        call(|e, l| api.triton_npu_xrt_run_start(run, e, l)).ok();
+        // Until a wait (or a state query) reports the end, the run may still be going.
+        call(|e, l| api.triton_npu_xrt_run_set_arg_bo(run, 4, data[1].0, e, l))
+            .fails(b::TRITON_NPU_XRT_E_XRT, "not seen to finish");
+        call(|e, l| api.triton_npu_xrt_run_wait(run, 0, &mut state, e, l)).ok();
+        assert_eq!(state, b::TRITON_NPU_XRT_STATE_COMPLETED as i32);
+        call(|e, l| api.triton_npu_xrt_bo_sync(data[2].0, 1, 4, 0, e, l)).ok();
+        assert_eq!(
+            read(data[2].1),
+            2.0,
+            "1.0 + 1.0: arguments 3 and 4 are one buffer now"
+        );
+        assert_eq!(stats().runs_created, created, "no new run object");
+
         call(|e, l| api.triton_npu_xrt_kernel_free(s.kernel, e, l))
             .fails(b::TRITON_NPU_XRT_E_XRT, "runs");
         call(|e, l| api.triton_npu_xrt_run_free(run, e, l)).ok();

@@ -118,3 +118,86 @@ fn exhaustion_that_persists_is_reported_with_advice() {
     );
     assert!(err.contains("other processes"), "{err}");
 }
+
+#[test]
+fn every_dispatch_of_a_session_starts_its_one_run_again() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    for (device, artifact) in [
+        ("NPU Phoenix", npu1_artifact(&dir.path().join("npu1"), ADD)),
+        ("NPU Strix", npu2_artifact(&dir.path().join("npu2"), ADD)),
+    ] {
+        set_env("NPU_HARNESS_XRT_DEVICE", device);
+        let rt = open(&[]);
+        let program = rt.load(&artifact).unwrap();
+        let shared = rt.alloc_shared(8).unwrap();
+        let before = stats();
+        let rounds = 20;
+        for round in 0..rounds {
+            let k = round as f32;
+            let (mut a, mut b, mut c) = (f32s(&[k, 1.0]), f32s(&[2.0, k]), f32s(&[0.0, 0.0]));
+            // Odd rounds write the result into the shared buffer in place, even ones into a
+            // staging buffer: a run that kept an old buffer argument would miss one of them.
+            let out = if round % 2 == 1 {
+                // SAFETY: the whole buffer, alive for the dispatch, not touched meanwhile.
+                unsafe { npu_runtime::HostArg::from_raw(shared.as_ptr(), shared.len()) }.unwrap()
+            } else {
+                c.arg()
+            };
+            let report = rt
+                .dispatch(
+                    &program,
+                    &[a.arg(), b.arg(), out],
+                    &DispatchOptions::default(),
+                )
+                .unwrap();
+            if round % 2 == 1 {
+                assert_eq!(report.in_place, 1, "{device}");
+                let mut got = [0f32; 2];
+                // SAFETY: 8 readable bytes, no dispatch running.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(shared.as_ptr(), got.as_mut_ptr().cast(), 8)
+                };
+                c.0 = got.to_vec();
+            }
+            assert_eq!(c.0, vec![k + 2.0, 1.0 + k], "{device}, round {round}");
+        }
+        let after = stats();
+        assert_eq!(
+            after.runs_created,
+            before.runs_created + 1,
+            "{device}: one run object for {rounds} dispatches"
+        );
+        assert_eq!(after.runs_started, before.runs_started + rounds, "{device}");
+        assert_eq!(
+            after.runs_completed,
+            before.runs_completed + rounds,
+            "{device}"
+        );
+    }
+}
+
+#[test]
+fn a_dispatch_with_fewer_buffers_gets_a_run_without_the_old_ones() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let rt = open(&[]);
+    let program = rt.load(&npu2_artifact(dir.path(), ADD)).unwrap();
+    let (mut a, mut b, mut c) = (f32s(&[1.0]), f32s(&[2.0]), f32s(&[0.0]));
+    rt.dispatch(
+        &program,
+        &[a.arg(), b.arg(), c.arg()],
+        &DispatchOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(c.0, vec![3.0]);
+    let created = stats().runs_created;
+    // XRT cannot unset an argument: the reused run would still pass the third buffer and the
+    // kernel would run. A new run passes exactly two, which this kernel refuses.
+    let err = rt
+        .dispatch(&program, &[a.arg(), b.arg()], &DispatchOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("passed 2"), "{err}");
+    assert_eq!(stats().runs_created, created + 1);
+}

@@ -79,6 +79,7 @@ pub struct Stats {
     pub runs_aborted: u64,
     pub syncs_to_device: u64,
     pub syncs_from_device: u64,
+    pub runs_created: u64,
 }
 
 pub fn stats() -> Stats {
