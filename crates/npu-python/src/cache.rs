@@ -36,9 +36,14 @@ impl From<OpenError> for PyErr {
 }
 
 /// The cache the current configuration names (the process-wide handle).
-fn current_cache() -> Result<Arc<Cache>, OpenError> {
-    let config = Config::current().map_err(OpenError::Config)?;
-    Cache::shared(&config).map_err(OpenError::Cache)
+fn current_cache(config: &Config) -> Result<Arc<Cache>, OpenError> {
+    Cache::shared(config).map_err(OpenError::Cache)
+}
+
+/// The configuration, read while holding the GIL: Python threads change the environment
+/// (`os.environ[...] = ...`) under the GIL, so reading it without the GIL could race.
+fn current_config() -> Result<Config, OpenError> {
+    Config::current().map_err(OpenError::Config)
 }
 
 /// Keeps `entry` in use; the oldest pins are released beyond [`PINNED_ENTRIES`].
@@ -118,8 +123,9 @@ fn cache_get_or_build(
         )));
     }
     let inputs = inputs_from(inputs)?;
+    let config = current_config()?;
     let outcome = py.detach(|| -> Result<Entry, PyErr> {
-        let cache = current_cache()?;
+        let cache = current_cache(&config)?;
         cache
             .get_or_build(&inputs, |dir| {
                 Python::attach(|py| build.call1(py, (dir,)).map(drop))
@@ -137,7 +143,8 @@ fn cache_get_or_build(
 /// The cache root of the current configuration (created, private, checked).
 #[pyfunction]
 fn cache_dir(py: Python<'_>) -> PyResult<PathBuf> {
-    let cache = py.detach(current_cache)?;
+    let config = current_config()?;
+    let cache = py.detach(|| current_cache(&config))?;
     Ok(cache.root().to_owned())
 }
 
