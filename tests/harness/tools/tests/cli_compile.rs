@@ -535,3 +535,76 @@ fn debug_streams_tool_output_and_keeps_ir_in_air_project() {
     );
     assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 1);
 }
+
+/// Runs `triton-npu ARGS` like [`triton_npu`], but with stderr on a pseudo-terminal (through
+/// util-linux `script`), as a person at a terminal sees it. Returns everything the terminal
+/// showed and the exit status.
+fn triton_npu_on_a_terminal(prefix: &Prefix, args: &[&str], env: &[(&str, &str)]) -> (String, i32) {
+    let empty_path = prefix.path().join("empty-path");
+    std::fs::create_dir_all(&empty_path).unwrap();
+    let child = format!(
+        "{} --exact cli_child --ignored --nocapture --test-threads=1",
+        std::env::current_exe().unwrap().display()
+    );
+    let mut cmd = Command::new("script");
+    cmd.current_dir(prefix.path())
+        .args(["-q", "-e", "-c", &child, "/dev/null"])
+        .env(CHILD_ARGS, serde_json::to_string(args).unwrap())
+        .env("MLIR_AIR_INSTALL_DIR", prefix.path().join("mlir-air"))
+        .env("PEANO_INSTALL_DIR", prefix.path().join("peano"))
+        .env("PATH", format!("{}:/usr/bin:/bin", empty_path.display()))
+        .env_remove("AMD_TRITON_NPU_DEBUG");
+    cmd.envs(env.iter().copied());
+    let out = cmd
+        .output()
+        .expect("util-linux `script` runs commands on a pseudo-terminal");
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        out.status.code().unwrap_or(-1),
+    )
+}
+
+#[test]
+fn a_compile_longer_than_a_second_shows_a_live_status_line_on_a_terminal() {
+    let c = case("add.ttir");
+    let args = [
+        "compile",
+        &c.input,
+        "--kernel",
+        "add_kernel",
+        "--grid",
+        "4",
+        "--target",
+        "npu2",
+        "--runtime",
+        "xrt",
+        "-o",
+        &c.out,
+    ];
+    let slow = [
+        ("NPU_HARNESS_HANG", "aircc"),
+        ("AMD_TRITON_NPU_COMPILE_TIMEOUT", "2.5"),
+    ];
+    let (screen, status) = triton_npu_on_a_terminal(&c.prefix, &args, &slow);
+    assert_ne!(status, 0, "the hung aircc must time out:\n{screen}");
+    // Redrawn in place with carriage returns: kernel, step and elapsed seconds.
+    assert!(
+        screen.contains("\r\x1b[K[triton-npu] compiling add_kernel: aircc "),
+        "no live status line on the terminal:\n{screen:?}"
+    );
+    let redraws = screen
+        .matches("[triton-npu] compiling add_kernel: aircc")
+        .count();
+    assert!(
+        redraws >= 2,
+        "the line is redrawn while the step runs:\n{screen:?}"
+    );
+    // Not on a terminal: no carriage-return redraws in the output (plain log lines instead).
+    let out = triton_npu(&c.prefix, &args, &slow);
+    assert!(!out.status.success());
+    assert!(
+        !stderr(&out).contains("\r\x1b[K[triton-npu]"),
+        "{}",
+        stderr(&out)
+    );
+}
