@@ -28,17 +28,27 @@ fn cli_child() {
 
 /// Runs `triton-npu ARGS` with the prefix's tools configured and `env` set.
 fn triton_npu(prefix: &Prefix, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(CHILD_TEST_ARGS);
+    configure(&mut cmd, prefix, args, env);
+    cmd.output().unwrap()
+}
+
+/// The libtest arguments that run only [`cli_child`].
+const CHILD_TEST_ARGS: [&str; 5] = [
+    "--exact",
+    "cli_child",
+    "--ignored",
+    "--nocapture",
+    "--test-threads=1",
+];
+
+/// The child's working directory and environment: the prefix's tools, an empty `PATH` (plus
+/// `extra_path`), no configuration inherited from the developer's shell, then `env`.
+fn configure(cmd: &mut Command, prefix: &Prefix, args: &[&str], env: &[(&str, &str)]) {
     let empty_path = prefix.path().join("empty-path");
     std::fs::create_dir_all(&empty_path).unwrap();
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.current_dir(prefix.path())
-        .args([
-            "--exact",
-            "cli_child",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
         .env(CHILD_ARGS, serde_json::to_string(args).unwrap())
         .env("MLIR_AIR_INSTALL_DIR", prefix.path().join("mlir-air"))
         .env("PEANO_INSTALL_DIR", prefix.path().join("peano"))
@@ -59,7 +69,6 @@ fn triton_npu(prefix: &Prefix, args: &[&str], env: &[(&str, &str)]) -> Output {
         cmd.env_remove(var);
     }
     cmd.envs(env.iter().copied());
-    cmd.output().unwrap()
 }
 
 fn json_of(out: &Output) -> serde_json::Value {
@@ -540,21 +549,14 @@ fn debug_streams_tool_output_and_keeps_ir_in_air_project() {
 /// util-linux `script`), as a person at a terminal sees it. Returns everything the terminal
 /// showed and the exit status.
 fn triton_npu_on_a_terminal(prefix: &Prefix, args: &[&str], env: &[(&str, &str)]) -> (String, i32) {
-    let empty_path = prefix.path().join("empty-path");
-    std::fs::create_dir_all(&empty_path).unwrap();
     let child = format!(
-        "{} --exact cli_child --ignored --nocapture --test-threads=1",
-        std::env::current_exe().unwrap().display()
+        "{} {}",
+        std::env::current_exe().unwrap().display(),
+        CHILD_TEST_ARGS.join(" ")
     );
-    let mut cmd = Command::new("script");
-    cmd.current_dir(prefix.path())
-        .args(["-q", "-e", "-c", &child, "/dev/null"])
-        .env(CHILD_ARGS, serde_json::to_string(args).unwrap())
-        .env("MLIR_AIR_INSTALL_DIR", prefix.path().join("mlir-air"))
-        .env("PEANO_INSTALL_DIR", prefix.path().join("peano"))
-        .env("PATH", format!("{}:/usr/bin:/bin", empty_path.display()))
-        .env_remove("AMD_TRITON_NPU_DEBUG");
-    cmd.envs(env.iter().copied());
+    let mut cmd = Command::new("/usr/bin/script");
+    cmd.args(["-q", "-e", "-c", &child, "/dev/null"]);
+    configure(&mut cmd, prefix, args, env);
     let out = cmd
         .output()
         .expect("util-linux `script` runs commands on a pseudo-terminal");
