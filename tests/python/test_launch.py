@@ -223,6 +223,14 @@ def test_launcher_argument_errors_and_hooks(tmp_path: Path):
         launch(x, y, out, N, 1024)
         assert calls == [("enter", "md"), ("exit", "md")], calls
         torch.testing.assert_close(out, x + y)
+        class Duck:  # only data_ptr(), dtype and shape: the size comes from shape × itemsize
+            def __init__(self, t):
+                self.t, self.dtype, self.shape = t, t.dtype, tuple(t.shape)
+            def data_ptr(self):
+                return self.t.data_ptr()
+        out.zero_()
+        launch(Duck(x), Duck(y), Duck(out), N, 1024)
+        torch.testing.assert_close(out, x + y)
         errors = {}
         for label, args in {
             "none": (x, None, out, N, 1024),

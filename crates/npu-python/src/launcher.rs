@@ -387,6 +387,36 @@ impl Launcher {
         Ok(out)
     }
 
+    fn len_from_shape(
+        &self,
+        py: Python<'_>,
+        arg: &Bound<'_, PyAny>,
+        what: &dyn Fn() -> String,
+    ) -> PyResult<usize> {
+        let itemsize: usize = arg
+            .getattr(intern!(py, "dtype"))
+            .and_then(|d| d.getattr(intern!(py, "itemsize")))
+            .and_then(|s| s.extract())
+            .map_err(|_| {
+                PyTypeError::new_err(format!("{} has no dtype with an itemsize", what()))
+            })?;
+        let mut elements: usize = 1;
+        for dim in arg.getattr(intern!(py, "shape"))?.try_iter()? {
+            let dim: usize = dim?.extract().map_err(|_| {
+                PyValueError::new_err(format!(
+                    "{} has a negative or non-integer dimension",
+                    what()
+                ))
+            })?;
+            elements = elements
+                .checked_mul(dim)
+                .ok_or_else(|| PyValueError::new_err(format!("{} is too large", what())))?;
+        }
+        elements
+            .checked_mul(itemsize)
+            .ok_or_else(|| PyValueError::new_err(format!("{} is too large", what())))
+    }
+
     fn host_buffer(
         &self,
         py: Python<'_>,
@@ -423,28 +453,15 @@ impl Launcher {
                 what()
             )));
         }
-        let itemsize: usize = arg
-            .getattr(intern!(py, "dtype"))
-            .and_then(|d| d.getattr(intern!(py, "itemsize")))
-            .and_then(|s| s.extract())
-            .map_err(|_| {
-                PyTypeError::new_err(format!("{} has no dtype with an itemsize", what()))
-            })?;
-        let mut elements: usize = 1;
-        for dim in arg.getattr(intern!(py, "shape"))?.try_iter()? {
-            let dim: usize = dim?.extract().map_err(|_| {
-                PyValueError::new_err(format!(
-                    "{} has a negative or non-integer dimension",
-                    what()
-                ))
-            })?;
-            elements = elements
-                .checked_mul(dim)
-                .ok_or_else(|| PyValueError::new_err(format!("{} is too large", what())))?;
-        }
-        let len = elements
-            .checked_mul(itemsize)
-            .ok_or_else(|| PyValueError::new_err(format!("{} is too large", what())))?;
+        // elements × item size: `nbytes` where the object has it (torch, numpy and
+        // SharedBuffer: one attribute read on the hot path), else from shape and dtype.
+        let len = match arg
+            .getattr(intern!(py, "nbytes"))
+            .and_then(|n| n.extract::<usize>())
+        {
+            Ok(n) => n,
+            Err(_) => self.len_from_shape(py, arg, &what)?,
+        };
         if len == 0 {
             return Err(PyValueError::new_err(format!(
                 "{} is empty; the NPU cannot take a zero-size buffer",
