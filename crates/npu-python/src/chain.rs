@@ -24,7 +24,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
 
 use crate::config::config_error;
-use crate::launcher::{DISPATCHED_IN_PLACE, DISPATCHED_STAGED, driver_error, host_from};
+use crate::host::host_from;
+use crate::launcher::{DISPATCHED_IN_PLACE, DISPATCHED_STAGED, driver_error};
 
 /// Bad chain input is a `ValueError`, as upstream raises it; the rest as the launcher maps.
 fn chain_error(e: DriverError) -> PyErr {

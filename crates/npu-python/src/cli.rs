@@ -16,25 +16,16 @@ fn cli_main(py: Python<'_>, args: Vec<String>, facts: &Bound<'_, PyDict>) -> PyR
             _ => Ok(None),
         }
     };
-    let paths = |key: &str| -> PyResult<Vec<PathBuf>> {
-        Ok(match facts.get_item(key)? {
-            Some(v) if !v.is_none() => v
-                .extract::<Vec<String>>()?
-                .into_iter()
-                .map(PathBuf::from)
-                .collect(),
-            _ => Vec::new(),
-        })
-    };
+    let driver_host = crate::host::host_from(Some(facts))?;
     let host = npu_cli::Host {
         python: Some(npu_cli::PythonHost {
             executable: get("executable")?.map(PathBuf::from).unwrap_or_default(),
             version: get("version")?.unwrap_or_default(),
             triton_version: get("triton_version")?,
             triton_error: get("triton_error")?,
-            triton_dir: paths("triton_dir")?.into_iter().next(),
-            site_packages: paths("site_packages")?,
-            shim_dirs: paths("shim_dirs")?,
+            triton_dir: driver_host.triton_dir,
+            site_packages: driver_host.site_packages,
+            shim_dirs: driver_host.shim_dirs,
         }),
     };
     Ok(py.detach(|| npu_cli::run(args, &host)))

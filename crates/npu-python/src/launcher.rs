@@ -88,27 +88,6 @@ pub struct Launcher {
     last_cache_dir: Mutex<Option<PathBuf>>,
 }
 
-pub(crate) fn host_from(facts: Option<&Bound<'_, PyDict>>) -> PyResult<Host> {
-    let Some(facts) = facts else {
-        return Ok(Host::default());
-    };
-    let paths = |key: &str| -> PyResult<Vec<PathBuf>> {
-        Ok(match facts.get_item(key)? {
-            Some(v) if !v.is_none() => v
-                .extract::<Vec<String>>()?
-                .into_iter()
-                .map(PathBuf::from)
-                .collect(),
-            _ => Vec::new(),
-        })
-    };
-    Ok(Host {
-        site_packages: paths("site_packages")?,
-        triton_dir: paths("triton_dir")?.into_iter().next(),
-        shim_dirs: paths("shim_dirs")?,
-    })
-}
-
 #[pymethods]
 impl Launcher {
     /// `NPULauncher(src, metadata, runtime="xrt", host=None)`: Triton's `launcher_cls(src,
@@ -158,7 +137,7 @@ impl Launcher {
             params,
             runtime,
             actual_sizes,
-            host: host_from(host)?,
+            host: crate::host::host_from(host)?,
             loaded: Mutex::new(Vec::new()),
             compile_only: Mutex::new((u64::MAX, false)),
             last_cache_dir: Mutex::new(None),

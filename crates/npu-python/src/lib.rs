@@ -10,6 +10,7 @@ mod cache;
 mod chain;
 mod cli;
 mod config;
+mod host;
 mod launcher;
 mod logging;
 mod shared;

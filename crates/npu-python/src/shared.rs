@@ -20,7 +20,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::config::config_error;
-use crate::launcher::{DISPATCHED_IN_PLACE, DISPATCHED_STAGED, host_from};
+use crate::host::host_from;
+use crate::launcher::{DISPATCHED_IN_PLACE, DISPATCHED_STAGED};
 
 create_exception!(
     triton_npu._native,

@@ -11,7 +11,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::config::config_error;
-use crate::launcher::{driver_error, host_from};
+use crate::host::host_from;
+use crate::launcher::driver_error;
 
 /// The configuration of this process, with `runtime` (if given) in place of the configured one.
 fn config_for(runtime: Option<&str>) -> PyResult<Config> {
