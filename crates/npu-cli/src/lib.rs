@@ -60,8 +60,9 @@ impl Host {
 #[command(
     name = "triton-npu",
     version = npu_target::VERSION,
-    about = "Triton backend for AMD XDNA NPUs: diagnose the setup, pack and inspect hsaco \
-             files, manage the kernel cache"
+    about = "Triton backend for AMD XDNA NPUs: diagnose the setup, compile kernels ahead of \
+             time, pack and inspect hsaco files, run kernels for bring-up, run example scripts, \
+             manage the kernel cache"
 )]
 struct Cli {
     #[command(subcommand)]
