@@ -179,7 +179,8 @@ fn a_read_only_root_gives_a_clear_error() {
         // Root may write anywhere; run the probe as `nobody`, owner of a read-only root.
         fs::set_permissions(tmp.path(), fs::Permissions::from_mode(0o755)).unwrap();
         std::os::unix::fs::chown(&root, Some(NOBODY), Some(NOBODY)).unwrap();
-        let mut cmd = probe(&root, "k", &tmp.path().join("log"), &[]);
+        let binary = probe_copy_in(tmp.path());
+        let mut cmd = probe_at(&binary, &root, "k", &tmp.path().join("log"), &[]);
         std::os::unix::process::CommandExt::uid(&mut cmd, NOBODY);
         std::os::unix::process::CommandExt::gid(&mut cmd, NOBODY);
         let out = finish(spawn(cmd));

@@ -1,25 +1,25 @@
 //! `triton-npu hsaco pack|dump|check` through the built binary, against the reference vectors
-//! in the shared folder (a sibling of the repository root; missing it fails these tests).
+//! in the repository's test fixtures (`tests/fixtures`; missing them fails these tests).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn shared() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared");
+fn fixtures() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
     assert!(
         dir.join("hsaco-vectors/vectors.json").is_file(),
-        "the shared reference folder is missing: expected {}/hsaco-vectors/vectors.json beside the repository root",
+        "the test fixtures are missing: expected {}/hsaco-vectors/vectors.json",
         dir.display()
     );
     dir
 }
 
 fn vector(name: &str) -> PathBuf {
-    shared().join("hsaco-vectors").join(name)
+    fixtures().join("hsaco-vectors").join(name)
 }
 
 fn vectors_json() -> serde_json::Value {
-    serde_json::from_slice(&std::fs::read(shared().join("hsaco-vectors/vectors.json")).unwrap())
+    serde_json::from_slice(&std::fs::read(fixtures().join("hsaco-vectors/vectors.json")).unwrap())
         .unwrap()
 }
 
@@ -90,7 +90,7 @@ fn pack_reproduces_every_reference_vector() {
 
 #[test]
 fn pack_real_npu1_xclbin_matches_the_recorded_file() {
-    let dir = shared().join("hsaco-real/xdna_emu_npu1");
+    let dir = fixtures().join("hsaco-real/xdna_emu_npu1");
     let out = tempfile::tempdir().unwrap();
     let target = out.path().join("k.hsaco");
     let t = target.to_str().unwrap();
@@ -567,7 +567,7 @@ fn errors_are_one_line_and_write_nothing() {
     );
     assert_fails(&o, 1, &["kernel 'k'", "3 bytes is not a multiple of 4"]);
     // xclbin column width disagreeing with the user's value.
-    let real = shared().join("hsaco-real/xdna_emu_npu1");
+    let real = fixtures().join("hsaco-real/xdna_emu_npu1");
     let o = run(
         &real,
         &[
@@ -657,7 +657,7 @@ fn dump_and_check_errors_are_one_line() {
     );
     let o = run(out.path(), &["check", "--hsaco", "junk", "--arch", "aie2"]);
     assert_fails(&o, 1, &["junk", "not an ELF"]);
-    let elf = shared().join("hsaco-vectors/09_fullelf_basic/aie.elf");
+    let elf = fixtures().join("hsaco-vectors/09_fullelf_basic/aie.elf");
     let o = run(out.path(), &["dump", "--hsaco", elf.to_str().unwrap()]);
     assert_fails(&o, 1, &["64-bit"]);
     let o = run(

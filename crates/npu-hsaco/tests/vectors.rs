@@ -1,5 +1,5 @@
-//! The reference packer's vectors (shared/hsaco-vectors) and the real npu1 artifacts
-//! (shared/hsaco-real), reproduced byte for byte; dumper output and ROCr verdicts asserted.
+//! The reference packer's vectors (tests/fixtures/hsaco-vectors) and the real npu1 artifacts
+//! (tests/fixtures/hsaco-real), reproduced byte for byte; dumper output and ROCr verdicts asserted.
 
 mod common;
 

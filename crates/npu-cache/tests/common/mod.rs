@@ -51,7 +51,26 @@ pub fn probe_inputs(kernel: &str) -> npu_cache::Inputs {
 }
 
 pub fn probe(root: &Path, kernel: &str, log: &Path, extra: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_npu-cache-probe"));
+    probe_at(
+        Path::new(env!("CARGO_BIN_EXE_npu-cache-probe")),
+        root,
+        kernel,
+        log,
+        extra,
+    )
+}
+
+/// A copy of the probe binary inside `dir`, for a probe that runs as another user: the build
+/// directory may lie in a folder only we can enter (a clone in `mktemp -d`), so that user could
+/// not execute the original.
+pub fn probe_copy_in(dir: &Path) -> std::path::PathBuf {
+    let copy = dir.join("npu-cache-probe");
+    std::fs::copy(env!("CARGO_BIN_EXE_npu-cache-probe"), &copy).expect("copy the probe binary");
+    copy
+}
+
+pub fn probe_at(binary: &Path, root: &Path, kernel: &str, log: &Path, extra: &[&str]) -> Command {
+    let mut cmd = Command::new(binary);
     cmd.arg(root).arg(kernel).arg(log).args(extra);
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     cmd

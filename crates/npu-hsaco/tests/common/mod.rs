@@ -8,25 +8,24 @@ use std::path::{Path, PathBuf};
 use npu_hsaco::spec::KernelSource;
 use sha2::{Digest, Sha256};
 
-/// The project's shared reference folder (a sibling of the repository root, also in CI).
-/// Missing it is a test failure, not a skip: the vectors are what these tests check against.
-pub fn shared_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared");
+/// The repository's test fixtures (`tests/fixtures`, provenance in its `PROVENANCE.md`).
+/// Missing them is a test failure, not a skip: the vectors are what these tests check against.
+pub fn fixtures_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
     assert!(
         dir.join("hsaco-vectors/vectors.json").is_file(),
-        "the shared reference folder is missing: expected {}/hsaco-vectors/vectors.json (the `shared` \
-         folder must sit beside the repository root, as it does on developer machines and in CI)",
+        "the test fixtures are missing: expected {}/hsaco-vectors/vectors.json",
         dir.display()
     );
     dir
 }
 
 pub fn vectors_dir() -> PathBuf {
-    shared_dir().join("hsaco-vectors")
+    fixtures_dir().join("hsaco-vectors")
 }
 
 pub fn real_dir() -> PathBuf {
-    shared_dir().join("hsaco-real/xdna_emu_npu1")
+    fixtures_dir().join("hsaco-real/xdna_emu_npu1")
 }
 
 pub fn read(path: impl AsRef<Path>) -> Vec<u8> {

@@ -1,5 +1,5 @@
 //! A small ELF32 reader for AIE full ELFs: which kernel instances the ELF holds and their
-//! control code. Layout (see `shared/hsaco-vectors/README.md`): `.symtab` holds the kernel
+//! control code. Layout (see `tests/fixtures/hsaco-vectors/README.md`): `.symtab` holds the kernel
 //! symbol (a mangled name such as `_Z4mainPcPcPc`) and instance symbols whose `st_shndx` is the
 //! kernel symbol's index; one COMDAT `.group.N` per instance, whose `sh_info` is the instance
 //! symbol and whose members include that instance's `.ctrltext.N`.
@@ -185,16 +185,14 @@ mod tests {
 
     #[test]
     fn reads_the_reference_vectors() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../../../shared/hsaco-vectors");
-        let (Ok(basic), Ok(multi)) = (
-            std::fs::read(dir.join("09_fullelf_basic/aie.elf")),
-            std::fs::read(dir.join("10_fullelf_abi1_multi/multi.elf")),
-        ) else {
-            // The vectors live beside the repository (shared/), not in it.
-            eprintln!("skipped: no shared/hsaco-vectors beside the repository");
-            return;
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/hsaco-vectors");
+        let read = |name: &str| {
+            let path = dir.join(name);
+            std::fs::read(&path).unwrap_or_else(|e| panic!("fixture {}: {e}", path.display()))
         };
+        let basic = read("09_fullelf_basic/aie.elf");
+        let multi = read("10_fullelf_abi1_multi/multi.elf");
         let basic = instances(&basic).unwrap();
         assert_eq!(basic.len(), 1);
         assert_eq!(basic[0].name, "main:sequence");
