@@ -15,20 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from triton_npu._loader import native
+from triton_npu.errors import NPUConfigError
 
-__all__ = ["npu_config", "set_config", "config_context", "NPUConfig"]
+__all__ = ["npu_config", "set_config", "config_context", "NPUConfig", "resolve_runtime"]
 
-_PROPERTIES = (
-    "runtime",
-    "target",
-    "output_format",
-    "compile_only",
-    "bf16_emulation",
-    "transform_tiling_script",
-    "air_project_path",
-    "debug",
-    "xrt_dir",
-)
+
+def _properties() -> tuple[str, ...]:
+    """The settable properties, from the native table of variables (declared once, in Rust)."""
+    return tuple(v["property"] for v in native().variables() if v["property"] is not None)
 
 
 def _encode(value: Any) -> str | None:
@@ -88,7 +82,7 @@ class NPUConfig:
 
     def as_dict(self) -> dict[str, Any]:
         snap = native().config_snapshot()
-        return {name: snap[name] for name in _PROPERTIES}
+        return {name: snap[name] for name in _properties()}
 
     def __repr__(self) -> str:
         body = ", ".join(f"{k}={v!r}" for k, v in self.as_dict().items())
@@ -124,11 +118,12 @@ _set_logger_level = False
 
 def set_config(**kwargs: Any) -> None:
     """Sets several properties at once; an unknown key raises ``ValueError`` and sets nothing."""
-    unknown = sorted(k for k in kwargs if k not in _PROPERTIES)
+    properties = _properties()
+    unknown = sorted(k for k in kwargs if k not in properties)
     if unknown:
-        raise ValueError(
+        raise NPUConfigError(
             f"unknown configuration key(s) {', '.join(unknown)}; valid keys: "
-            + ", ".join(_PROPERTIES)
+            + ", ".join(properties)
         )
     saved = native().config_overrides()
     try:
@@ -152,3 +147,14 @@ def config_context(**kwargs: Any) -> Iterator[NPUConfig]:
     finally:
         native().config_restore(saved)
         _apply_debug_level()
+
+
+def resolve_runtime(runtime: str | None) -> str:
+    """``runtime``, or ``npu_config.runtime`` when it is ``None``, as a runtime name; an unknown
+    name raises ``NPUConfigError`` (a ``ValueError``) that lists the valid names."""
+    if runtime is None:
+        return npu_config.runtime
+    return native().parse_runtime(
+        runtime if isinstance(runtime, str) else repr(runtime),
+        "the runtime argument or AMD_TRITON_NPU_RUNTIME",
+    )

@@ -32,6 +32,7 @@ import numpy as np
 
 from triton_npu._host import facts
 from triton_npu._loader import native
+from triton_npu.errors import HardwareContextsExhaustedError
 
 __all__ = ["MultiLaunchBuilder", "MultiLaunchRunner", "NPUChain"]
 
@@ -348,9 +349,9 @@ class NPUChain:
             try:
                 self._runner = MultiLaunchRunner(self._compiled, runtime=self._runtime())
                 break
-            except RuntimeError as e:
+            except HardwareContextsExhaustedError:
                 # The device ran out of hardware contexts: make room and try again.
-                if "HWCTX" not in str(e) or not NPUChain._close_stalest():
+                if not NPUChain._close_stalest():
                     raise
         NPUChain._open[id(self)] = weakref.ref(self)
 

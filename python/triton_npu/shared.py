@@ -38,6 +38,8 @@ from typing import Any
 import numpy as np
 
 from triton_npu._loader import native
+from triton_npu.config import resolve_runtime
+from triton_npu.errors import DeviceError, RuntimeNotFoundError
 
 __all__ = [
     "SharedBuffer",
@@ -53,7 +55,6 @@ __all__ = [
 
 _logger = logging.getLogger(__name__)
 
-_RUNTIMES = ("xrt", "hsa")
 _NUMPY_TYPES = (
     "bool",
     "int8",
@@ -133,20 +134,6 @@ def _resolve_shape(shape: int | Iterable[int]) -> tuple[int, ...]:
     if any(d < 0 for d in out):
         raise ValueError(f"shape {out} has a negative dimension")
     return out
-
-
-def _resolve_runtime(runtime: str | None) -> str:
-    if runtime is None:
-        from triton_npu.config import npu_config
-
-        runtime = npu_config.runtime
-    name = runtime.strip().lower() if isinstance(runtime, str) else runtime
-    if name not in _RUNTIMES:
-        raise ValueError(
-            f"unknown NPU runtime {runtime!r}; valid values: {', '.join(_RUNTIMES)} "
-            "(the runtime argument or AMD_TRITON_NPU_RUNTIME)"
-        )
-    return name
 
 
 def _allocation_of(array: np.ndarray) -> Any:
@@ -282,7 +269,7 @@ def _device_array(shape: tuple[int, ...], dtype: np.dtype, runtime: str) -> np.n
 
         try:
             allocation = native().shared_alloc(nbytes, runtime, facts())
-        except native().NpuRuntimeUnavailable as e:
+        except (RuntimeNotFoundError, DeviceError) as e:
             reason = _unavailable[runtime] = str(e)
             _logger.debug("the %s runtime cannot be opened: %s", runtime, reason)
         else:
@@ -296,7 +283,7 @@ def _device_array(shape: tuple[int, ...], dtype: np.dtype, runtime: str) -> np.n
 def _allocate(shape: Any, dtype: Any, runtime: str | None, fill: Any) -> SharedBuffer:
     dims = _resolve_shape(shape)
     dt = _resolve_dtype("float32" if dtype is None else dtype)
-    array = _device_array(dims, dt, _resolve_runtime(runtime))
+    array = _device_array(dims, dt, resolve_runtime(runtime))
     if array is None:
         array = np.empty(dims, dt) if fill is None else np.full(dims, fill, dt)
     elif fill is not None:

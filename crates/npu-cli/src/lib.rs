@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 
 pub mod cache;
 pub mod compile;
+pub mod config;
 pub mod doctor;
 pub mod hsaco;
 pub mod run;
@@ -60,8 +61,8 @@ impl Host {
 #[command(
     name = "triton-npu",
     version = npu_target::VERSION,
-    about = "Triton backend for AMD XDNA NPUs: diagnose the setup, compile kernels ahead of \
-             time, pack and inspect hsaco files, run kernels for bring-up, run example scripts, \
+    about = "Triton backend for AMD XDNA NPUs: diagnose the setup, show the configuration, \
+             compile kernels ahead of time, pack and inspect hsaco files, run kernels for bring-up, run example scripts, \
              manage the kernel cache"
 )]
 struct Cli {
@@ -73,6 +74,8 @@ struct Cli {
 enum Command {
     /// Check the configuration, the target, the toolchain and the runtimes.
     Doctor(doctor::DoctorArgs),
+    /// Show every environment variable the driver reads, its value and its default.
+    Config(config::ConfigArgs),
     /// List, verify and clear the kernel cache.
     Cache(cache::CacheArgs),
     /// Pack, dump and check AIE hsaco code objects.
@@ -101,6 +104,7 @@ where
     };
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match cli.command {
         Command::Doctor(args) => doctor::run(&args, host),
+        Command::Config(args) => config::run(&args),
         Command::Cache(args) => cache::run(&args),
         Command::Hsaco(args) => hsaco::run(&args),
         Command::Run(args) => run::run(&args, host),

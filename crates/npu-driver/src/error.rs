@@ -61,3 +61,105 @@ pub enum DriverError {
         target: npu_target::NpuVersion,
     },
 }
+
+/// What kind of failure an error is, for callers that react to failures by kind (the Python
+/// binding raises one exception class per kind; the multi-launch code closes idle hardware
+/// contexts on [`ErrorKind::HardwareContextsExhausted`]). Decided from the error's variants,
+/// never from its message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// A configuration value (setting or environment variable) is invalid.
+    Config,
+    /// The caller passed something unusable (arguments, chain inputs).
+    InvalidInput,
+    /// A tool of the AIE toolchain (or a transform script) is missing.
+    ToolchainMissing,
+    /// A tool ran and failed, or its output is unusable.
+    CompileFailed,
+    /// ROCr or XRT cannot be found or loaded.
+    RuntimeMissing,
+    /// No NPU was found, or the one found is not supported.
+    DeviceNotFound,
+    /// The device reports a generation this backend does not know.
+    UnsupportedDevice,
+    /// Every hardware context of the device is in use.
+    HardwareContextsExhausted,
+    /// Loading or dispatching a kernel failed on the device.
+    LaunchFailed,
+    /// A wait ran out of time.
+    Timeout,
+    /// The kernel cache cannot be used.
+    Cache,
+    /// The cache refused a path that is not private to this user.
+    CachePermission,
+}
+
+impl ErrorKind {
+    pub const ALL: [ErrorKind; 12] = [
+        ErrorKind::Config,
+        ErrorKind::InvalidInput,
+        ErrorKind::ToolchainMissing,
+        ErrorKind::CompileFailed,
+        ErrorKind::RuntimeMissing,
+        ErrorKind::DeviceNotFound,
+        ErrorKind::UnsupportedDevice,
+        ErrorKind::HardwareContextsExhausted,
+        ErrorKind::LaunchFailed,
+        ErrorKind::Timeout,
+        ErrorKind::Cache,
+        ErrorKind::CachePermission,
+    ];
+}
+
+impl DriverError {
+    /// The kind of this error (see [`ErrorKind`]).
+    pub fn kind(&self) -> ErrorKind {
+        use npu_runtime::RuntimeError as R;
+        use npu_toolchain::ToolchainError as T;
+        match self {
+            DriverError::Config(_) => ErrorKind::Config,
+            DriverError::Format(_) => ErrorKind::Config,
+            DriverError::Target(npu_target::TargetError::NotFound { .. }) => {
+                ErrorKind::DeviceNotFound
+            }
+            DriverError::Target(npu_target::TargetError::Unsupported { .. }) => {
+                ErrorKind::UnsupportedDevice
+            }
+            DriverError::TransformScript { .. } => ErrorKind::ToolchainMissing,
+            DriverError::Toolchain(e) => match e {
+                T::ToolsMissing(_) | T::TransformScript { .. } | T::Spawn { .. } => {
+                    ErrorKind::ToolchainMissing
+                }
+                T::ToolFailed(failure) if failure.timed_out => ErrorKind::Timeout,
+                T::Format(_) => ErrorKind::Config,
+                T::InvalidRequest(_) => ErrorKind::InvalidInput,
+                T::ToolFailed(_) | T::BadOutput { .. } | T::Io { .. } => ErrorKind::CompileFailed,
+            },
+            DriverError::Cache(e) => cache_kind(e),
+            DriverError::Hsaco { .. } | DriverError::Incomplete { .. } => ErrorKind::CompileFailed,
+            DriverError::Runtime(e) => match e {
+                R::NotFound(_) => ErrorKind::RuntimeMissing,
+                R::NoDevice(_) => ErrorKind::DeviceNotFound,
+                R::Timeout { .. } => ErrorKind::Timeout,
+                R::InvalidArguments { .. } => ErrorKind::InvalidInput,
+                R::Load { .. } | R::Dispatch { .. } | R::Call { .. } => ErrorKind::LaunchFailed,
+            },
+            DriverError::NoKernel => ErrorKind::CompileFailed,
+            DriverError::ArgumentCount { .. } | DriverError::ChainInput { .. } => {
+                ErrorKind::InvalidInput
+            }
+            DriverError::CompileOnly => ErrorKind::Config,
+            DriverError::ChainStitch { .. } => ErrorKind::CompileFailed,
+            DriverError::ChainTarget { .. } => ErrorKind::UnsupportedDevice,
+        }
+    }
+}
+
+/// The kind of a cache error (a build error inside it has already been unwrapped by the
+/// driver).
+pub fn cache_kind<B>(e: &npu_cache::CacheError<B>) -> ErrorKind {
+    match e {
+        npu_cache::CacheError::Unsafe { .. } => ErrorKind::CachePermission,
+        _ => ErrorKind::Cache,
+    }
+}

@@ -14,7 +14,7 @@ use crate::ir::{self, KernelIo};
 use crate::runtimes::{self, Host};
 
 /// What Triton hands the driver for one kernel and grid.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct KernelRequest {
     /// The Triton kernel name (`metadata.name`).
     pub name: String,

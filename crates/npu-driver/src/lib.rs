@@ -7,6 +7,7 @@
 //! * [`ir`]: what the driver reads from the Linalg text (buffer parameters, which are written).
 //! * [`artifacts`]: the files of an entry and hsaco packing.
 //! * [`runtimes`]: the process-wide runtimes and target probes.
+//! * [`memo`]: kernels prepared in this process, shared by every launcher of a kernel.
 //! * [`chain`]: several kernels stitched into one module, compiled once, dispatched together.
 
 pub mod artifacts;
@@ -14,8 +15,9 @@ pub mod chain;
 pub mod error;
 pub mod ir;
 pub mod kernel;
+pub mod memo;
 pub mod runtimes;
 
-pub use error::DriverError;
+pub use error::{DriverError, ErrorKind};
 pub use kernel::{KernelRequest, Prepared, prepare};
 pub use runtimes::Host;

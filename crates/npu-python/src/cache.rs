@@ -9,11 +9,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use npu_cache::{Cache, CacheError, Entry, Inputs};
 use npu_target::Config;
-use pyo3::exceptions::{PyOSError, PyPermissionError, PyRuntimeError, PyTypeError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
 
-use crate::config::config_error;
+use crate::errors::config_error;
 
 /// Entries handed to Python stay protected from eviction (by their shared in-use lock) while
 /// they are among the most recent this many; each costs one open file.
@@ -60,14 +60,7 @@ pub(crate) fn to_py_err<B>(e: &CacheError<B>) -> PyErr
 where
     CacheError<B>: std::fmt::Display,
 {
-    let message = e.to_string();
-    if e.is_permission() {
-        PyPermissionError::new_err(message)
-    } else if e.is_filesystem() {
-        PyOSError::new_err(message)
-    } else {
-        PyRuntimeError::new_err(message)
-    }
+    crate::errors::error_of_kind(npu_driver::error::cache_kind(e), e.to_string())
 }
 
 fn inputs_from(dict: &Bound<'_, PyDict>) -> PyResult<Inputs> {

@@ -23,16 +23,13 @@ use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
 
-use crate::config::config_error;
+use crate::errors::{config_error, driver_error};
 use crate::host::host_from;
-use crate::launcher::{DISPATCHED_IN_PLACE, DISPATCHED_STAGED, driver_error};
+use crate::launcher::{DISPATCHED_IN_PLACE, DISPATCHED_STAGED};
 
-/// Bad chain input is a `ValueError`, as upstream raises it; the rest as the launcher maps.
+/// Bad chain input is a `ValueError` (`NPUInputError`), as upstream raises it.
 fn chain_error(e: DriverError) -> PyErr {
-    match e {
-        DriverError::ChainInput { .. } => PyValueError::new_err(e.to_string()),
-        other => driver_error(other),
-    }
+    driver_error(e)
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -53,11 +50,7 @@ fn chain_config(runtime: Option<RuntimeKind>, air_project: &Option<PathBuf>) -> 
 
 fn parse_runtime(runtime: Option<&str>) -> PyResult<Option<RuntimeKind>> {
     runtime
-        .map(|r| {
-            RuntimeKind::parse(r).ok_or_else(|| {
-                PyValueError::new_err(format!("unknown NPU runtime {r:?}; valid: xrt, hsa"))
-            })
-        })
+        .map(|r| RuntimeKind::parse_named(r, "the runtime argument").map_err(config_error))
         .transpose()
 }
 

@@ -3,13 +3,10 @@
 use std::collections::BTreeMap;
 
 use npu_target::{Config, Overrides, Setting};
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-pub fn config_error(e: npu_target::ConfigError) -> PyErr {
-    PyValueError::new_err(e.to_string())
-}
+use crate::errors::config_error;
 
 /// The resolved configuration (programmatic > environment > default) as a dict.
 #[pyfunction]
@@ -63,7 +60,44 @@ fn config_restore(values: BTreeMap<String, String>) -> PyResult<()> {
     Ok(())
 }
 
+/// The table of environment variables (`npu_target::config::VARIABLES`), one dict per row:
+/// `{"name", "property", "default", "meaning"}` (`property`/`default` may be `None`).
+#[pyfunction]
+fn variables(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
+    npu_target::config::VARIABLES
+        .iter()
+        .map(|v| {
+            let d = PyDict::new(py);
+            d.set_item("name", v.name)?;
+            d.set_item("property", v.setting.map(Setting::name))?;
+            d.set_item("default", (!v.default.is_empty()).then_some(v.default))?;
+            d.set_item("meaning", v.meaning)?;
+            Ok(d)
+        })
+        .collect()
+}
+
+/// The runtime names, in the order of the default first.
+#[pyfunction]
+fn runtime_names() -> Vec<&'static str> {
+    npu_target::RuntimeKind::ALL
+        .map(npu_target::RuntimeKind::as_str)
+        .to_vec()
+}
+
+/// `value` as a runtime name (lower case), or `NPUConfigError` naming `what` and the valid
+/// names.
+#[pyfunction]
+fn parse_runtime(value: &str, what: &str) -> PyResult<&'static str> {
+    npu_target::RuntimeKind::parse_named(value, what)
+        .map(npu_target::RuntimeKind::as_str)
+        .map_err(config_error)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(variables, m)?)?;
+    m.add_function(wrap_pyfunction!(runtime_names, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_runtime, m)?)?;
     m.add_function(wrap_pyfunction!(config_snapshot, m)?)?;
     m.add_function(wrap_pyfunction!(config_set, m)?)?;
     m.add_function(wrap_pyfunction!(config_overrides, m)?)?;

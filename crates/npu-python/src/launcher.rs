@@ -6,20 +6,19 @@
 //! Later launches of the same grid find the loaded kernel in a small table without looking at
 //! the IR again.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use npu_driver::{DriverError, Host, KernelRequest, Prepared};
+use npu_driver::{Host, KernelRequest, Prepared};
 use npu_runtime::HostArg;
 use npu_target::{Config, RuntimeKind};
-use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 
-use crate::config::config_error;
+use crate::errors::{config_error, driver_error};
 
 /// What a kernel parameter is, from its Triton signature type.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,11 +46,6 @@ impl Param {
     }
 }
 
-/// Kernels prepared in this process, shared by every launcher of the same kernel, grid and
-/// configuration: (ttsharedir, grid, actual sizes, configuration) → loaded kernel.
-type PreparedKey = (String, [u32; 3], Option<[u64; 3]>, String);
-static PREPARED: Mutex<Option<HashMap<PreparedKey, Arc<Prepared>>>> = Mutex::new(None);
-
 /// Grids a launcher remembers before forgetting the oldest (kernels whose grid follows the
 /// data would otherwise grow the table forever; forgotten ones stay in `PREPARED`).
 const MAX_GRIDS_PER_LAUNCHER: usize = 16;
@@ -64,14 +58,6 @@ thread_local! {
 /// Buffer arguments of this process's dispatches passed in place / staged (`shared.rs`).
 pub(crate) static DISPATCHED_IN_PLACE: AtomicU64 = AtomicU64::new(0);
 pub(crate) static DISPATCHED_STAGED: AtomicU64 = AtomicU64::new(0);
-
-pub fn driver_error(e: DriverError) -> PyErr {
-    match e {
-        DriverError::Config(c) => config_error(c),
-        DriverError::Format(f) => PyValueError::new_err(f.to_string()),
-        other => PyRuntimeError::new_err(other.to_string()),
-    }
-}
 
 #[pyclass(module = "triton_npu._native", name = "NPULauncher", frozen)]
 pub struct Launcher {
@@ -100,9 +86,8 @@ impl Launcher {
         runtime: &str,
         host: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Launcher> {
-        let runtime = RuntimeKind::parse(runtime).ok_or_else(|| {
-            PyValueError::new_err(format!("unknown NPU runtime {runtime:?}; valid: xrt, hsa"))
-        })?;
+        let runtime =
+            RuntimeKind::parse_named(runtime, "the runtime argument").map_err(config_error)?;
         let signature = src.getattr("signature")?;
         let signature = signature.cast::<PyDict>().map_err(|_| {
             PyTypeError::new_err("src.signature must be a dict of parameter name → type")
@@ -174,7 +159,7 @@ impl Launcher {
         let prepared = if self.compile_only_now()? {
             // Build and cache, never dispatch (upstream's compile-only); the loaded-kernel
             // table is skipped so that a kernel loaded earlier is not run.
-            self.prepare_uncached(py, grid, &args.get_item(4)?)?
+            self.prepare(py, grid, &args.get_item(4)?, false)?
         } else {
             self.prepared(py, grid, &args.get_item(4)?)?
         };
@@ -228,11 +213,15 @@ impl Launcher {
         Ok(cached.1)
     }
 
-    fn prepare_uncached(
+    /// Prepares the kernel for `grid`: through the process's memo of prepared kernels
+    /// (`npu_driver::memo`), or afresh (`memo = false`, for compile-only launches, which must
+    /// build but never reuse a loaded kernel).
+    fn prepare(
         &self,
         py: Python<'_>,
         grid: [u32; 3],
         function: &Bound<'_, PyAny>,
+        memo: bool,
     ) -> PyResult<Arc<Prepared>> {
         let mut config = Config::current().map_err(config_error)?;
         config.runtime = self.runtime;
@@ -242,15 +231,21 @@ impl Launcher {
             grid,
             actual_sizes: self.actual_sizes,
         };
-        let host = self.host.clone();
+        let host = &self.host;
         let prepared = py
-            .detach(|| npu_driver::prepare(&config, &host, &request))
+            .detach(|| {
+                if memo {
+                    npu_driver::memo::prepared(&config, host, &request)
+                } else {
+                    npu_driver::prepare(&config, host, &request).map(Arc::new)
+                }
+            })
             .map_err(driver_error)?;
         *self
             .last_cache_dir
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some(prepared.cache_dir().to_owned());
-        Ok(Arc::new(prepared))
+        Ok(prepared)
     }
 
     fn exit(&self, hook: &Bound<'_, PyAny>, metadata: &Bound<'_, PyAny>) -> PyResult<()> {
@@ -273,43 +268,10 @@ impl Launcher {
                 return Ok(p.clone());
             }
         }
-        let mut config = Config::current().map_err(config_error)?;
-        config.runtime = self.runtime;
-        // Another launcher of the same kernel may have prepared it already (Triton builds a
-        // launcher per CompiledKernel, and may build several for one kernel).
-        let shared_key = (
-            ttsharedir_text(function)?,
-            grid,
-            self.actual_sizes,
-            format!("{config:?}"),
-        );
-        let found = PREPARED
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-            .and_then(|m| m.get(&shared_key))
-            .cloned();
-        let prepared = match found {
-            Some(p) => {
-                *self
-                    .last_cache_dir
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner) = Some(p.cache_dir().to_owned());
-                p
-            }
-            None => self.prepare_uncached(py, grid, function)?,
-        };
-        // A compile-only result is not remembered: once compile-only is off, the next launch
-        // must load and dispatch.
+        let prepared = self.prepare(py, grid, function, true)?;
         if prepared.loaded.is_none() {
             return Ok(prepared);
         }
-        PREPARED
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get_or_insert_with(HashMap::new)
-            .entry(shared_key)
-            .or_insert_with(|| prepared.clone());
         let mut table = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((_, p)) = table.iter().find(|(g, _)| *g == grid) {
             return Ok(p.clone());

@@ -10,6 +10,7 @@ mod cache;
 mod chain;
 mod cli;
 mod config;
+mod errors;
 mod host;
 mod launcher;
 mod logging;
@@ -21,6 +22,7 @@ mod toolchain;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", npu_target::VERSION)?;
     config::register(m)?;
+    errors::register(m)?;
     logging::register(m)?;
     cache::register(m)?;
     cli::register(m)?;

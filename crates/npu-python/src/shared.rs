@@ -5,30 +5,22 @@
 //! allocation exposes `__array_interface__`, so numpy arrays made from it keep it alive through
 //! their `base`; the memory is freed when the allocation and every view of it are gone.
 //!
-//! A runtime that cannot be opened (no ROCr, no XRT, no device) raises
-//! `NpuRuntimeUnavailable`, so the Python side can fall back to host memory, while a failure
-//! of an open runtime to allocate raises `RuntimeError`.
+//! A runtime that cannot be opened (no ROCr, no XRT, no device) raises `RuntimeNotFoundError`
+//! or a `DeviceError` (`triton_npu.errors`), so the Python side can fall back to host memory,
+//! while a failure of an open runtime to allocate raises `RuntimeError`.
 
 use std::sync::atomic::Ordering;
 
 use npu_driver::runtimes;
 use npu_runtime::SharedBuffer;
 use npu_target::{Config, RuntimeKind};
-use pyo3::create_exception;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::config::config_error;
+use crate::errors::{config_error, driver_error};
 use crate::host::host_from;
 use crate::launcher::{DISPATCHED_IN_PLACE, DISPATCHED_STAGED};
-
-create_exception!(
-    triton_npu._native,
-    NpuRuntimeUnavailable,
-    PyRuntimeError,
-    "The NPU runtime cannot be opened (not installed, no device); the message says why."
-);
 
 /// One shared buffer, owned by Python; dropping the last reference frees it.
 #[pyclass(module = "triton_npu._native", name = "SharedAllocation", frozen)]
@@ -88,9 +80,7 @@ fn shared_alloc(
     runtime: &str,
     host: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<SharedAllocation> {
-    let kind = RuntimeKind::parse(runtime).ok_or_else(|| {
-        PyValueError::new_err(format!("unknown NPU runtime {runtime:?}; valid: xrt, hsa"))
-    })?;
+    let kind = RuntimeKind::parse_named(runtime, "the runtime argument").map_err(config_error)?;
     if nbytes == 0 {
         return Err(PyValueError::new_err(
             "a shared buffer needs at least one byte; allocate zero-size arrays in host memory",
@@ -100,7 +90,7 @@ fn shared_alloc(
     let mut config = Config::current().map_err(config_error)?;
     config.runtime = kind;
     let opened = py.detach(|| runtimes::runtime(&config, &host));
-    let rt = opened.map_err(|e| NpuRuntimeUnavailable::new_err(e.to_string()))?;
+    let rt = opened.map_err(driver_error)?;
     let buffer = py.detach(|| rt.alloc_shared(nbytes)).map_err(|e| {
         PyRuntimeError::new_err(format!(
             "the {} runtime cannot allocate a {nbytes}-byte shared buffer: {e}",
@@ -125,10 +115,6 @@ fn dispatch_counts() -> (u64, u64) {
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<SharedAllocation>()?;
-    m.add(
-        "NpuRuntimeUnavailable",
-        m.py().get_type::<NpuRuntimeUnavailable>(),
-    )?;
     m.add_function(wrap_pyfunction!(shared_alloc, m)?)?;
     m.add_function(wrap_pyfunction!(dispatch_counts, m)?)?;
     Ok(())

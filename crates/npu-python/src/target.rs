@@ -6,23 +6,18 @@
 
 use npu_driver::runtimes;
 use npu_target::{Config, NpuVersion, ProbeOutcome, RuntimeKind};
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::config::config_error;
+use crate::errors::{config_error, driver_error};
 use crate::host::host_from;
-use crate::launcher::driver_error;
 
 /// The configuration of this process, with `runtime` (if given) in place of the configured one.
 fn config_for(runtime: Option<&str>) -> PyResult<Config> {
     let mut config = Config::current().map_err(config_error)?;
     if let Some(name) = runtime {
-        config.runtime = RuntimeKind::parse(name).ok_or_else(|| {
-            PyValueError::new_err(format!(
-                "unknown NPU runtime {name:?}; valid values: xrt, hsa"
-            ))
-        })?;
+        config.runtime =
+            RuntimeKind::parse_named(name, "the runtime argument").map_err(config_error)?;
     }
     Ok(config)
 }

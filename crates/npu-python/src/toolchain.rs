@@ -7,7 +7,7 @@ use npu_toolchain::discovery::{self, SearchPaths};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::config::config_error;
+use crate::errors::config_error;
 
 fn search(triton_dir: Option<String>) -> SearchPaths {
     SearchPaths {

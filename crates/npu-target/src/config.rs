@@ -36,11 +36,24 @@ impl RuntimeKind {
 
     /// Parses a runtime name, case-insensitively and ignoring surrounding blanks.
     pub fn parse(value: &str) -> Option<RuntimeKind> {
-        match value.trim().to_ascii_lowercase().as_str() {
-            "xrt" => Some(RuntimeKind::Xrt),
-            "hsa" => Some(RuntimeKind::Hsa),
-            _ => None,
-        }
+        RuntimeKind::ALL
+            .into_iter()
+            .find(|k| k.as_str().eq_ignore_ascii_case(value.trim()))
+    }
+
+    /// The valid names, for messages: `xrt, hsa`.
+    pub fn names() -> String {
+        RuntimeKind::ALL.map(RuntimeKind::as_str).join(", ")
+    }
+
+    /// Parses a runtime name given through `what` (an argument, a setting), with the error
+    /// every caller reports for an unknown name.
+    pub fn parse_named(value: &str, what: &str) -> Result<RuntimeKind, ConfigError> {
+        RuntimeKind::parse(value).ok_or_else(|| ConfigError::InvalidValue {
+            variable: what.to_owned(),
+            value: value.to_owned(),
+            expected: format!("one of: {}", RuntimeKind::names()),
+        })
     }
 }
 
@@ -92,19 +105,12 @@ impl Setting {
         }
     }
 
-    /// The environment variable the setting falls back to.
+    /// The environment variable the setting falls back to (its row of [`VARIABLES`]).
     pub fn env_var(self) -> &'static str {
-        match self {
-            Setting::Runtime => "AMD_TRITON_NPU_RUNTIME",
-            Setting::Target => "AMD_TRITON_NPU_TARGET",
-            Setting::OutputFormat => "AMD_TRITON_NPU_OUTPUT_FORMAT",
-            Setting::CompileOnly => "AMD_TRITON_NPU_COMPILE_ONLY",
-            Setting::Bf16Emulation => "AMD_TRITON_NPU_BF16_EMULATION",
-            Setting::TransformTilingScript => "AIR_TRANSFORM_TILING_SCRIPT",
-            Setting::AirProjectPath => "AMD_TRITON_NPU_AIR_PROJECT_PATH",
-            Setting::Debug => "AMD_TRITON_NPU_DEBUG",
-            Setting::XrtDir => "AMD_TRITON_NPU_XRT_DIR",
-        }
+        VARIABLES
+            .iter()
+            .find(|v| v.setting == Some(self))
+            .map_or("", |v| v.name)
     }
 
     pub fn from_name(name: &str) -> Result<Setting, ConfigError> {
@@ -122,8 +128,17 @@ impl Setting {
     }
 }
 
-/// Environment variables that are not `npu_config` properties but that the driver reads.
+/// The name of every environment variable the driver reads, once.
 pub mod vars {
+    pub const RUNTIME: &str = "AMD_TRITON_NPU_RUNTIME";
+    pub const TARGET: &str = "AMD_TRITON_NPU_TARGET";
+    pub const OUTPUT_FORMAT: &str = "AMD_TRITON_NPU_OUTPUT_FORMAT";
+    pub const COMPILE_ONLY: &str = "AMD_TRITON_NPU_COMPILE_ONLY";
+    pub const BF16_EMULATION: &str = "AMD_TRITON_NPU_BF16_EMULATION";
+    pub const TRANSFORM_TILING_SCRIPT: &str = "AIR_TRANSFORM_TILING_SCRIPT";
+    pub const AIR_PROJECT_PATH: &str = "AMD_TRITON_NPU_AIR_PROJECT_PATH";
+    pub const DEBUG: &str = "AMD_TRITON_NPU_DEBUG";
+    pub const XRT_DIR: &str = "AMD_TRITON_NPU_XRT_DIR";
     pub const XRT_MAX_SESSIONS: &str = "AMD_TRITON_NPU_XRT_MAX_SESSIONS";
     pub const HSA_TIMEOUT: &str = "AMD_TRITON_NPU_HSA_TIMEOUT";
     pub const HSA_VERIFY_WRITEBACK: &str = "AMD_TRITON_NPU_HSA_VERIFY_WRITEBACK";
@@ -145,6 +160,190 @@ pub mod vars {
     pub const PATH: &str = "PATH";
 }
 
+/// One environment variable the driver reads: the table `triton-npu config`, Python's
+/// `npu_config` and the README's configuration section are checked against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Variable {
+    pub name: &'static str,
+    /// The `npu_config` property that overrides it, if any.
+    pub setting: Option<Setting>,
+    /// The value used when it is unset, as a user would write it (empty: no default).
+    pub default: &'static str,
+    /// What it does, in one line.
+    pub meaning: &'static str,
+}
+
+const fn var(
+    name: &'static str,
+    setting: Option<Setting>,
+    default: &'static str,
+    meaning: &'static str,
+) -> Variable {
+    Variable {
+        name,
+        setting,
+        default,
+        meaning,
+    }
+}
+
+/// Every environment variable the driver reads, in the order the README lists them.
+pub const VARIABLES: &[Variable] = &[
+    var(
+        vars::RUNTIME,
+        Some(Setting::Runtime),
+        "xrt",
+        "the runtime that dispatches kernels",
+    ),
+    var(
+        vars::TARGET,
+        Some(Setting::Target),
+        "",
+        "npu1 or npu2: skip device detection",
+    ),
+    var(
+        vars::OUTPUT_FORMAT,
+        Some(Setting::OutputFormat),
+        "",
+        "elf, xclbin or pdi; unset: elf on npu2, xclbin on npu1",
+    ),
+    var(
+        vars::COMPILE_ONLY,
+        Some(Setting::CompileOnly),
+        "0",
+        "1: build and cache, never dispatch",
+    ),
+    var(
+        vars::BF16_EMULATION,
+        Some(Setting::Bf16Emulation),
+        "0",
+        "1: pass --bf16-emulation to aircc",
+    ),
+    var(
+        vars::TRANSFORM_TILING_SCRIPT,
+        Some(Setting::TransformTilingScript),
+        "",
+        "the transform-dialect script that tiles kernels",
+    ),
+    var(
+        vars::AIR_PROJECT_PATH,
+        Some(Setting::AirProjectPath),
+        "",
+        "keep each compile's IR and tool logs here",
+    ),
+    var(
+        vars::DEBUG,
+        Some(Setting::Debug),
+        "0",
+        "1: debug logging, tool output streamed",
+    ),
+    var(
+        vars::XRT_DIR,
+        Some(Setting::XrtDir),
+        "",
+        "where XRT is (first choice)",
+    ),
+    var(vars::XRT_DEV_DIR, None, "", "where XRT is (second choice)"),
+    var(vars::XILINX_XRT, None, "", "where XRT is (third choice)"),
+    var(
+        vars::XRT_MAX_SESSIONS,
+        None,
+        "8",
+        "XRT hardware contexts this process keeps open",
+    ),
+    var(
+        vars::XRT_SHIM,
+        None,
+        "",
+        "the XRT shim library (default: the package's lib/)",
+    ),
+    var(
+        vars::ROCR_PATH,
+        None,
+        "",
+        "where an AIE-capable ROCr is (first choice)",
+    ),
+    var(
+        vars::ROCM_PATH,
+        None,
+        "",
+        "where an AIE-capable ROCr is (second choice)",
+    ),
+    var(
+        vars::HSA_TIMEOUT,
+        None,
+        "",
+        "seconds an HSA dispatch may take",
+    ),
+    var(
+        vars::HSA_VERIFY_WRITEBACK,
+        None,
+        "0",
+        "1: check after each HSA dispatch that unwritten buffers were left alone",
+    ),
+    var(
+        vars::COMPILE_TIMEOUT,
+        None,
+        "3600",
+        "seconds a toolchain step may take",
+    ),
+    var(
+        vars::CACHE_DIR,
+        None,
+        "",
+        "the kernel cache (default: $TRITON_CACHE_DIR/npu)",
+    ),
+    var(
+        vars::CACHE_MAX_BYTES,
+        None,
+        "",
+        "the kernel cache's size cap (e.g. 10G)",
+    ),
+    var(
+        vars::MLIR_AIR_INSTALL_DIR,
+        None,
+        "",
+        "where mlir-air (air-opt, aircc) is",
+    ),
+    var(
+        vars::PEANO_INSTALL_DIR,
+        None,
+        "",
+        "where Peano (llvm-aie) is",
+    ),
+    var(
+        vars::LLVM_BINARY_DIR,
+        None,
+        "",
+        "where Peano's binaries are",
+    ),
+    var(
+        vars::TRITON_SHARED_OPT_PATH,
+        None,
+        "",
+        "triton-shared-opt, or its directory",
+    ),
+    var(
+        vars::TRITON_CACHE_DIR,
+        None,
+        "",
+        "Triton's cache; ours is its npu/ folder",
+    ),
+    var(
+        vars::TRITON_HOME,
+        None,
+        "",
+        "Triton's home; the cache falls back to it",
+    ),
+    var(
+        vars::HOME,
+        None,
+        "",
+        "the last fallback of the cache location",
+    ),
+    var(vars::PATH, None, "", "searched for tools"),
+];
+
 /// Default for `AMD_TRITON_NPU_COMPILE_TIMEOUT`: one hour, as long as a large aircc run may take.
 pub const DEFAULT_COMPILE_TIMEOUT: Duration = Duration::from_secs(3600);
 /// Default for `AMD_TRITON_NPU_XRT_MAX_SESSIONS` (upstream's value).
@@ -152,7 +351,7 @@ pub const DEFAULT_XRT_MAX_SESSIONS: usize = 8;
 
 /// Places where external software may be installed, as the environment names them.
 /// Discovery code (toolchain, ROCr, XRT, cache) reads these instead of `std::env`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, serde::Serialize)]
 pub struct Locations {
     pub rocr_path: Option<PathBuf>,
     pub rocm_path: Option<PathBuf>,
@@ -173,7 +372,7 @@ pub struct Locations {
 }
 
 /// A resolved configuration snapshot.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize)]
 pub struct Config {
     pub runtime: RuntimeKind,
     /// `None` means: detect the device.
@@ -307,7 +506,7 @@ fn parse_runtime(value: &str, source: Source) -> Result<Option<RuntimeKind>, Con
     }
     RuntimeKind::parse(value)
         .map(Some)
-        .ok_or_else(|| invalid(source, value, "one of: xrt, hsa"))
+        .ok_or_else(|| invalid(source, value, &format!("one of: {}", RuntimeKind::names())))
 }
 
 fn parse_target(value: &str, source: Source) -> Result<Option<NpuVersion>, ConfigError> {
@@ -760,5 +959,60 @@ mod tests {
         }
         let err = Setting::from_name("runtim").unwrap_err().to_string();
         assert!(err.contains("runtim") && err.contains("runtime"), "{err}");
+    }
+
+    #[test]
+    fn the_variable_table_names_each_variable_once_and_each_setting_once() {
+        let mut names: Vec<&str> = VARIABLES.iter().map(|v| v.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), VARIABLES.len());
+        for setting in Setting::ALL {
+            let rows = VARIABLES
+                .iter()
+                .filter(|v| v.setting == Some(setting))
+                .count();
+            assert_eq!(rows, 1, "{setting:?}");
+            assert!(!setting.env_var().is_empty());
+        }
+    }
+
+    #[test]
+    fn the_table_defaults_are_what_an_empty_environment_gives() {
+        let c = load(&[]).unwrap();
+        let default_of = |name: &str| VARIABLES.iter().find(|v| v.name == name).unwrap().default;
+        assert_eq!(default_of(vars::RUNTIME), c.runtime.as_str());
+        assert_eq!(
+            default_of(vars::XRT_MAX_SESSIONS),
+            c.xrt_max_sessions.to_string()
+        );
+        assert_eq!(
+            default_of(vars::COMPILE_TIMEOUT),
+            c.compile_timeout.as_secs().to_string()
+        );
+        let flag = |b: bool| if b { "1" } else { "0" };
+        assert_eq!(default_of(vars::COMPILE_ONLY), flag(c.compile_only));
+        assert_eq!(default_of(vars::BF16_EMULATION), flag(c.bf16_emulation));
+        assert_eq!(default_of(vars::DEBUG), flag(c.debug));
+        assert_eq!(
+            default_of(vars::HSA_VERIFY_WRITEBACK),
+            flag(c.hsa_verify_writeback)
+        );
+        assert!(c.target.is_none() && default_of(vars::TARGET).is_empty());
+        assert!(c.output_format.is_none() && default_of(vars::OUTPUT_FORMAT).is_empty());
+    }
+
+    #[test]
+    fn the_readme_documents_every_variable() {
+        let readme =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
+                .unwrap();
+        for v in VARIABLES {
+            assert!(
+                readme.contains(&format!("`{}`", v.name)),
+                "README.md does not document {}",
+                v.name
+            );
+        }
     }
 }

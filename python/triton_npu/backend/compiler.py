@@ -19,6 +19,8 @@ from typing import Any
 from triton._C.libtriton import ir, passes
 from triton.backends.compiler import BaseBackend, GPUTarget, Language
 
+from triton_npu.errors import CompileError, ToolchainNotFoundError
+
 # Bump when the text this backend produces for the same input changes: Triton's cache key
 # includes `hash()`, and the plugin's own sources are not part of it.
 CODEGEN_VERSION = "1"
@@ -26,7 +28,7 @@ CODEGEN_VERSION = "1"
 TRITON_SHARED_OPT = "triton-shared-opt"
 
 
-class TritonSharedOptNotFound(RuntimeError):
+class TritonSharedOptNotFound(ToolchainNotFoundError):
     """``triton-shared-opt`` is needed for the ``ttsharedir`` stage and was not found."""
 
 
@@ -170,7 +172,7 @@ class NPUBackend(BaseBackend):
             proc = subprocess.run(cmd, capture_output=True, text=True)
             if proc.returncode != 0:
                 tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-40:])
-                raise RuntimeError(
+                raise CompileError(
                     f"triton-shared-opt failed with exit status {proc.returncode}\n"
                     f"command: {' '.join(cmd)}\n{tail}"
                 )
@@ -178,7 +180,7 @@ class NPUBackend(BaseBackend):
                 text = f.read()
         names = _FUNC_NAME.findall(text.decode("utf-8", "replace"))
         if not names:
-            raise RuntimeError("triton-shared-opt produced no func.func; cannot name the kernel")
+            raise CompileError("triton-shared-opt produced no func.func; cannot name the kernel")
         metadata["name"] = names[0]
         metadata["shared"] = 0
         return text

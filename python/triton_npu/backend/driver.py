@@ -14,10 +14,11 @@ from typing import Any
 from triton.backends.compiler import GPUTarget
 from triton.backends.driver import DriverBase
 
+from triton_npu.config import resolve_runtime
+
 logger = logging.getLogger(__name__)
 
 BACKEND_NAME = "amd_triton_npu"
-VALID_RUNTIMES = ("xrt", "hsa")
 
 _CPP_TYPES = {
     "i1": "int8_t",
@@ -36,19 +37,6 @@ _CPP_TYPES = {
     "f32": "float",
     "fp64": "double",
 }
-
-
-def _resolve_runtime(runtime: str | None) -> str:
-    if runtime is None:
-        from triton_npu.config import npu_config
-
-        runtime = npu_config.runtime
-    if not isinstance(runtime, str) or runtime.strip().lower() not in VALID_RUNTIMES:
-        raise ValueError(
-            f"unknown NPU runtime {runtime!r}; valid values: {', '.join(VALID_RUNTIMES)} "
-            "(argument of NPUDriver or AMD_TRITON_NPU_RUNTIME)"
-        )
-    return runtime.strip().lower()
 
 
 class NPUUtils:
@@ -88,7 +76,7 @@ class NPUDriver(DriverBase):
     """Selects the NPU backend: ``triton.runtime.driver.set_active(NPUDriver("hsa"))``."""
 
     def __init__(self, runtime: str | None = None) -> None:
-        self.runtime = _resolve_runtime(runtime)
+        self.runtime = resolve_runtime(runtime)
         # As upstream: from now on `set_active` selects a driver for the calling thread only.
         from triton_npu._active_driver import make_active_driver_per_context
 
@@ -169,7 +157,7 @@ def detect_npu_version(runtime: str | None = None) -> str:
     from triton_npu._host import facts
     from triton_npu._loader import native
 
-    chosen = None if runtime is None else _resolve_runtime(runtime)
+    chosen = None if runtime is None else resolve_runtime(runtime)
     return native().detect_npu_version(chosen, facts())
 
 
@@ -182,7 +170,7 @@ def get_npu_device_info(runtime: str | None = None) -> list[dict]:
     from triton_npu._host import facts
     from triton_npu._loader import native
 
-    chosen = None if runtime is None else _resolve_runtime(runtime)
+    chosen = None if runtime is None else resolve_runtime(runtime)
     info = dict(native().npu_device_info(chosen, facts()))
     error = info.pop("error")
     if info["name"] is None:
