@@ -61,6 +61,7 @@ python-test: develop harness
 ## bench: benchmarks; each prints `BENCH <name> <value> <unit>` lines.
 bench: develop harness
 	$(CARGO) bench --workspace -q 2>&1 | tee target/bench.log | grep '^BENCH'
+	$(PY) benches/triton_cache_bench.py
 	set -a && . target/harness/env.sh && set +a && $(PY) benches/launch_bench.py
 
 fmt:

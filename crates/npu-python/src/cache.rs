@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use npu_cache::{Cache, CacheError, Entry, Inputs};
 use npu_target::Config;
-use pyo3::exceptions::{PyOSError, PyPermissionError, PyRuntimeError, PyTypeError};
+use pyo3::exceptions::{PyOSError, PyPermissionError, PyRuntimeError, PyTimeoutError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
 
@@ -61,7 +61,9 @@ where
     CacheError<B>: std::fmt::Display,
 {
     let message = e.to_string();
-    if e.is_permission() {
+    if matches!(e, CacheError::WaitTimeout { .. }) {
+        PyTimeoutError::new_err(message)
+    } else if e.is_permission() {
         PyPermissionError::new_err(message)
     } else if e.is_filesystem() {
         PyOSError::new_err(message)
@@ -136,6 +138,8 @@ fn cache_get_or_build(
             })
     })?;
     let dir = outcome.dir().to_owned();
+    let mut outcome = outcome;
+    outcome.release_contents();
     pin(outcome);
     Ok(dir)
 }
