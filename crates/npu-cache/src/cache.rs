@@ -21,6 +21,7 @@ use crate::location::{
 };
 use crate::lock::{FileLock, Patience, Waited};
 use crate::manifest::{DATA_DIR, MANIFEST_FILE, Manifest};
+use crate::remote::{self, RemoteSettings};
 use crate::stats::{Counters, Pending, StatsFile};
 
 pub(crate) const ENTRIES: &str = "entries";
@@ -44,6 +45,7 @@ pub struct Cache {
     trash: OwnedFd,
     max_bytes: Option<u64>,
     build_wait: Duration,
+    remote: RemoteSettings,
     pub(crate) pending: Pending,
     pub(crate) stats: StatsFile,
 }
@@ -58,13 +60,35 @@ enum Lookup {
 /// The process's open caches, one per (root, size cap, wait).
 static SHARED: Mutex<Vec<SharedCache>> = Mutex::new(Vec::new());
 
-/// An open cache with the root, size cap and build wait it was opened for.
-type SharedCache = (PathBuf, Option<u64>, Duration, Arc<Cache>);
+/// An open cache with the root and the settings it was opened for.
+type SharedCache = (PathBuf, SharedSettings, Arc<Cache>);
+
+/// The settings a process-wide handle was opened with: another value opens another handle.
+#[derive(Debug, Clone, PartialEq)]
+struct SharedSettings {
+    max_bytes: Option<u64>,
+    wait: Duration,
+    remote: (npu_target::RemoteCacheMode, u64, Duration),
+}
+
+impl SharedSettings {
+    fn of(config: &Config) -> SharedSettings {
+        SharedSettings {
+            max_bytes: config.cache_max_bytes,
+            wait: config.cache_wait_timeout,
+            remote: (
+                config.remote_cache,
+                config.remote_cache_max_bytes,
+                config.remote_cache_timeout,
+            ),
+        }
+    }
+}
 
 /// Writes the counts of the process-wide handles (which are never dropped) at exit.
 extern "C" fn flush_shared_at_exit() {
     if let Ok(caches) = SHARED.try_lock() {
-        for (_, _, _, cache) in caches.iter() {
+        for (_, _, cache) in caches.iter() {
             cache.flush_counters();
         }
     }
@@ -76,19 +100,13 @@ impl Cache {
         static AT_EXIT: Once = Once::new();
         let location = location::resolve(&config.locations)?;
         let root = std::path::absolute(&location.root).unwrap_or(location.root);
+        let settings = SharedSettings::of(config);
         let mut caches = SHARED.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((_, _, _, cache)) = caches.iter().find(|(r, max, wait, _)| {
-            *r == root && *max == config.cache_max_bytes && *wait == config.cache_wait_timeout
-        }) {
+        if let Some((_, _, cache)) = caches.iter().find(|(r, s, _)| *r == root && *s == settings) {
             return Ok(Arc::clone(cache));
         }
         let cache = Arc::new(Cache::open(config)?);
-        caches.push((
-            root,
-            config.cache_max_bytes,
-            config.cache_wait_timeout,
-            Arc::clone(&cache),
-        ));
+        caches.push((root, settings, Arc::clone(&cache)));
         AT_EXIT.call_once(|| {
             // SAFETY: registering a function without arguments that never unwinds (it only
             // takes a lock with `try_lock` and writes files, ignoring failures).
@@ -104,7 +122,8 @@ impl Cache {
         let cache = Cache::open_root(location.root, location.origin)?;
         Ok(cache
             .with_max_bytes(config.cache_max_bytes)
-            .with_build_wait(config.cache_wait_timeout))
+            .with_build_wait(config.cache_wait_timeout)
+            .with_remote(RemoteSettings::from_config(config)))
     }
 
     /// Opens (creating if needed) a cache at `root`, without a size cap.
@@ -123,6 +142,18 @@ impl Cache {
     pub fn with_build_wait(mut self, wait: Duration) -> Cache {
         self.build_wait = wait;
         self
+    }
+
+    /// Sets the remote cache consulted after a local miss and published to after a build
+    /// (see [`remote`]); a cache opened with [`Cache::at`] has none.
+    pub fn with_remote(mut self, remote: RemoteSettings) -> Cache {
+        self.remote = remote;
+        self
+    }
+
+    /// The remote cache settings.
+    pub fn remote(&self) -> &RemoteSettings {
+        &self.remote
     }
 
     fn open_root(root: PathBuf, origin: &str) -> Result<Cache, CacheError> {
@@ -187,6 +218,7 @@ impl Cache {
             trash,
             max_bytes: None,
             build_wait: DEFAULT_BUILD_WAIT,
+            remote: RemoteSettings::none(),
             pending: Pending::default(),
         })
     }
@@ -315,12 +347,22 @@ impl Cache {
         }
         self.remove_stale_staging(&key);
 
+        if let Some(entry) = self.fetch_remote(&key, &label) {
+            drop(building);
+            self.count(Counters {
+                misses: 1,
+                ..Counters::default()
+            });
+            self.flush_counters();
+            return Ok(entry);
+        }
         let entry = self.build_and_publish(&key, inputs, &label, build)?;
         drop(building);
         self.count(Counters {
             misses: 1,
             ..Counters::default()
         });
+        self.publish_remote(&entry, &label);
         if let Some(max) = self.max_bytes
             && let Err(e) = self.evict_to(max)
         {
@@ -464,6 +506,119 @@ impl Cache {
         })
     }
 
+    /// Asks the remote cache for `key` after a local miss (with the build lock held) and
+    /// publishes what it has, if it verifies. Anything unusable is ignored with a warning.
+    fn fetch_remote(&self, key: &Key, label: &str) -> Option<Entry> {
+        let link = self.remote.for_reading()?;
+        let counted = |c: Counters| {
+            self.count(c);
+            None
+        };
+        let value = match link.get(key.as_str(), self.remote.timeout) {
+            Ok(Some(value)) => value,
+            Ok(None) => {
+                tracing::debug!("the remote kernel cache has no entry {label}");
+                return counted(Counters {
+                    remote_misses: 1,
+                    ..Counters::default()
+                });
+            }
+            Err(remote::CallError::GivenUp(_)) => return None,
+            Err(_) => {
+                return counted(Counters {
+                    remote_errors: 1,
+                    ..Counters::default()
+                });
+            }
+        };
+        let unusable = |reason: String| {
+            tracing::warn!(
+                "ignoring the remote kernel cache's value for {label}: {reason}; building it \
+                 locally"
+            );
+            counted(Counters {
+                remote_errors: 1,
+                ..Counters::default()
+            })
+        };
+        if value.len() as u64 > self.remote.max_bytes {
+            return unusable(format!(
+                "it has {} bytes, more than AMD_TRITON_NPU_REMOTE_CACHE_MAX_BYTES ({})",
+                value.len(),
+                self.remote.max_bytes
+            ));
+        }
+        let unpacked = match remote::unpack(&value, key) {
+            Ok(u) => u,
+            Err(reason) => return unusable(reason),
+        };
+        match self.materialize(key, unpacked) {
+            Ok(entry) => {
+                tracing::info!("fetched cache entry {label} from the remote kernel cache");
+                self.count(Counters {
+                    remote_hits: 1,
+                    ..Counters::default()
+                });
+                Some(entry)
+            }
+            Err(e) => unusable(format!("cannot store it locally: {e}")),
+        }
+    }
+
+    /// Writes a verified remote entry into staging and publishes it unchanged.
+    fn materialize(&self, key: &Key, value: remote::Unpacked) -> Result<Entry, CacheError> {
+        let staging = self.staging_dir(key)?;
+        let data = staging.path().join(DATA_DIR);
+        create_private_dir(&data).map_err(io_err("create", &data))?;
+        for (record, bytes) in value.manifest.files.iter().zip(&value.contents) {
+            let path = data.join(&record.path);
+            if let Some(parent) = path.parent() {
+                location::create_private_dir_all(parent).map_err(io_err("create", parent))?;
+            }
+            let mode = if record.executable { 0o700 } else { 0o600 };
+            write_private_mode(&path, bytes, mode).map_err(io_err("write", &path))?;
+        }
+        self.publish(
+            key,
+            staging,
+            value.manifest,
+            value.manifest_bytes,
+            value.contents,
+        )
+    }
+
+    /// Publishes a freshly built entry to the remote cache, unless publishing is off or the
+    /// entry is larger than the cap.
+    fn publish_remote(&self, entry: &Entry, label: &str) {
+        let Some(link) = self.remote.for_writing() else {
+            return;
+        };
+        let value = remote::pack(&entry.manifest_bytes, &entry.contents);
+        if value.len() as u64 > self.remote.max_bytes {
+            tracing::info!(
+                "not publishing cache entry {label} to the remote kernel cache: {} bytes, more \
+                 than AMD_TRITON_NPU_REMOTE_CACHE_MAX_BYTES ({})",
+                value.len(),
+                self.remote.max_bytes
+            );
+            return;
+        }
+        match link.put(entry.key.as_str(), value, self.remote.timeout) {
+            Ok(()) => {
+                tracing::debug!("published cache entry {label} to the remote kernel cache");
+                self.count(Counters {
+                    remote_puts: 1,
+                    ..Counters::default()
+                });
+            }
+            Err(remote::CallError::GivenUp(_)) => {}
+            Err(_) => self.count(Counters {
+                remote_errors: 1,
+                ..Counters::default()
+            }),
+        }
+    }
+
     /// Opens and checks the entry: manifest, every file's type, owner, size and sha256.
     fn open_entry(&self, key: &Key) -> Result<Lookup, CacheError> {
         let Some(shard) = self.open_shard(key)? else {
@@ -560,12 +715,16 @@ impl Drop for Cache {
 }
 
 fn write_private(path: &Path, bytes: &[u8]) -> io::Result<fs::File> {
+    write_private_mode(path, bytes, 0o600)
+}
+
+fn write_private_mode(path: &Path, bytes: &[u8], mode: u32) -> io::Result<fs::File> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let mut file = fs::OpenOptions::new()
         .write(true)
         .create_new(true)
-        .mode(0o600)
+        .mode(mode)
         .open(path)?;
     file.write_all(bytes)?;
     Ok(file)

@@ -71,6 +71,7 @@ mod location;
 mod lock;
 mod maintenance;
 mod manifest;
+pub mod remote;
 mod stats;
 
 pub use cache::{Cache, DEFAULT_BUILD_WAIT};
@@ -82,4 +83,5 @@ pub use location::{Location, resolve as resolve_location};
 pub use lock::Holder;
 pub use maintenance::{CacheStats, EntryInfo, Removal, Verification};
 pub use manifest::{DATA_DIR, FileRecord, InputSummary, MANIFEST_FILE, MANIFEST_SCHEMA, Manifest};
+pub use remote::{Remote, RemoteLink, RemoteSettings};
 pub use stats::Counters;
