@@ -29,7 +29,9 @@
 //! ```text
 //! <root>/                              AMD_TRITON_NPU_CACHE_DIR, TRITON_CACHE_DIR/npu, …
 //!   entries/<key[0..2]>/<key>/         a published entry
-//!       manifest.json                  the commit record; its mtime is the entry's last use
+//!       manifest.json                  the commit record; readers hold a shared lock on it
+//!                                      (removal takes it exclusively); its later of atime and
+//!                                      mtime is the entry's last use
 //!       data/…                         what the build produced
 //!   staging/<key>.<pid>.<random>/      an entry being built (same layout)
 //!   trash/<key>.<pid>.<random>/        an entry being deleted

@@ -158,7 +158,79 @@ fn cache_key(inputs: &Bound<'_, PyDict>) -> PyResult<String> {
     Ok(inputs_from(inputs)?.key().to_string())
 }
 
+/// The kernel cache's remote: Triton's configured remote-cache backend, reached through
+/// `triton_npu.remote_cache` (taking the GIL for each call; the cache calls it from its own
+/// thread, with a timeout).
+struct PythonRemote;
+
+impl PythonRemote {
+    fn call<T>(
+        name: &str,
+        args: impl for<'py> FnOnce(Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyTuple>>,
+        convert: impl for<'py> FnOnce(&Bound<'py, PyAny>) -> PyResult<T>,
+    ) -> Result<T, String> {
+        Python::attach(|py| {
+            let module = py.import("triton_npu.remote_cache")?;
+            let result = module.getattr(name)?.call1(args(py)?)?;
+            convert(&result)
+        })
+        .map_err(|e: PyErr| {
+            Python::attach(|py| {
+                let kind = e
+                    .get_type(py)
+                    .name()
+                    .map_or_else(|_| "Exception".to_owned(), |n| n.to_string());
+                format!("{kind}: {}", e.value(py))
+            })
+        })
+    }
+}
+
+impl npu_cache::Remote for PythonRemote {
+    fn describe(&self) -> Option<String> {
+        // Cheap when unset: no Python call at all.
+        std::env::var_os("TRITON_REMOTE_CACHE_BACKEND").filter(|v| !v.is_empty())?;
+        PythonRemote::call(
+            "_describe",
+            |py| Ok(pyo3::types::PyTuple::empty(py)),
+            |r| r.extract::<Option<String>>(),
+        )
+        .unwrap_or_else(|e| Some(format!("TRITON_REMOTE_CACHE_BACKEND (unusable: {e})")))
+    }
+
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, String> {
+        PythonRemote::call(
+            "_get",
+            |py| pyo3::types::PyTuple::new(py, [key]),
+            |r| {
+                if r.is_none() {
+                    Ok(None)
+                } else {
+                    Ok(Some(r.cast::<PyBytes>()?.as_bytes().to_vec()))
+                }
+            },
+        )
+    }
+
+    fn put(&self, key: &str, value: &[u8]) -> Result<(), String> {
+        PythonRemote::call(
+            "_put",
+            |py| {
+                pyo3::types::PyTuple::new(
+                    py,
+                    [
+                        PyString::new(py, key).into_any(),
+                        PyBytes::new(py, value).into_any(),
+                    ],
+                )
+            },
+            |_| Ok(()),
+        )
+    }
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    npu_cache::remote::install(Arc::new(PythonRemote));
     m.add_function(wrap_pyfunction!(cache_get_or_build, m)?)?;
     m.add_function(wrap_pyfunction!(cache_dir, m)?)?;
     m.add_function(wrap_pyfunction!(cache_key, m)?)?;
