@@ -20,6 +20,7 @@ The native cache calls ``_describe``, ``_get`` and ``_put`` (taking the GIL for 
 from __future__ import annotations
 
 import os
+import threading
 
 __all__ = ["FILENAME", "backend_class", "describe"]
 
@@ -70,9 +71,34 @@ def _backend(key: str):
     return cls(key)
 
 
-def _get(key: str) -> bytes | None:
-    found = _backend(key).get([FILENAME])
-    value = found.get(FILENAME) if found else None
+def _with_timeout(call, timeout: float):
+    """Runs `call` on a daemon thread and waits at most `timeout` seconds for it: a backend
+    may block for long (redis-py retries a refused connection with back-off), and a daemon
+    thread left behind never keeps the process from exiting."""
+    outcome: dict = {}
+
+    def run():
+        try:
+            outcome["value"] = call()
+        except BaseException as e:  # noqa: BLE001 - handed to the caller as is
+            outcome["error"] = e
+
+    worker = threading.Thread(target=run, name="triton-npu-remote-cache", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        raise TimeoutError(f"no answer within {timeout:.1f} s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
+
+
+def _get(key: str, timeout: float) -> bytes | None:
+    def call():
+        found = _backend(key).get([FILENAME])
+        return found.get(FILENAME) if found else None
+
+    value = _with_timeout(call, timeout)
     if value is None:
         return None
     if isinstance(value, str):
@@ -80,5 +106,5 @@ def _get(key: str) -> bytes | None:
     return bytes(value)
 
 
-def _put(key: str, value: bytes) -> None:
-    _backend(key).put(FILENAME, value)
+def _put(key: str, value: bytes, timeout: float) -> None:
+    _with_timeout(lambda: _backend(key).put(FILENAME, value), timeout)

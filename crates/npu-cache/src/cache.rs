@@ -603,7 +603,7 @@ impl Cache {
             );
             return;
         }
-        match link.put(entry.key.as_str(), value, self.remote.timeout) {
+        match link.put(entry.key.as_str(), &value, self.remote.timeout) {
             Ok(()) => {
                 tracing::debug!("published cache entry {label} to the remote kernel cache");
                 self.count(Counters {

@@ -12,15 +12,15 @@
 //!
 //! A remote that fails or does not answer within the timeout
 //! (`AMD_TRITON_NPU_REMOTE_CACHE_TIMEOUT`, default 5 s) is not asked again by this process:
-//! it costs at most one timeout. Each call runs on its own thread, so a call stuck in the
-//! backend is abandoned, not waited for.
+//! it costs at most one timeout. The [`Remote`] keeps the timeout itself (the Python binding
+//! runs each backend call on a daemon thread of Python's and stops waiting for it): a thread of
+//! ours stuck inside Python when the interpreter exits would abort the process.
 //!
 //! Trust: a shared cache decides what runs on every NPU that uses it, so using one means
 //! trusting everyone who can write to it. Checksums protect against damage, not against a
 //! writer who publishes a well-formed entry with other code. `AMD_TRITON_NPU_REMOTE_CACHE=read`
 //! fetches without publishing (e.g. for pull-request CI), `off` never uses the remote.
 
-use std::sync::mpsc;
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
@@ -31,14 +31,15 @@ use crate::key::{Key, hex};
 use crate::manifest::{self, Manifest};
 
 /// A remote key-value store for whole entries (implemented over Triton's remote-cache
-/// backend by the Python binding).
+/// backend by the Python binding). Each call returns within about `timeout`, with
+/// [`CallError::Timeout`] if the store has not answered by then.
 pub trait Remote: Send + Sync {
     /// What the remote is, for messages and `doctor`; `None` when none is configured.
     fn describe(&self) -> Option<String>;
     /// The value stored under `key`, if any.
-    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, String>;
+    fn get(&self, key: &str, timeout: Duration) -> Result<Option<Vec<u8>>, CallError>;
     /// Stores `value` under `key`.
-    fn put(&self, key: &str, value: &[u8]) -> Result<(), String>;
+    fn put(&self, key: &str, value: &[u8], timeout: Duration) -> Result<(), CallError>;
 }
 
 /// A remote as one process uses it: it stops asking after the first failure or timeout.
@@ -95,43 +96,20 @@ impl RemoteLink {
     }
 
     pub fn get(&self, key: &str, timeout: Duration) -> Result<Option<Vec<u8>>, CallError> {
-        let key = key.to_owned();
-        self.call(timeout, move |r| r.get(&key))
+        self.call(|r| r.get(key, timeout))
     }
 
-    pub fn put(&self, key: &str, value: Vec<u8>, timeout: Duration) -> Result<(), CallError> {
-        let key = key.to_owned();
-        self.call(timeout, move |r| r.put(&key, &value))
+    pub fn put(&self, key: &str, value: &[u8], timeout: Duration) -> Result<(), CallError> {
+        self.call(|r| r.put(key, value, timeout))
     }
 
-    /// Runs `f` on its own thread and waits at most `timeout`; a failure or timeout makes this
-    /// process stop asking.
-    fn call<T: Send + 'static>(
-        &self,
-        timeout: Duration,
-        f: impl FnOnce(&dyn Remote) -> Result<T, String> + Send + 'static,
-    ) -> Result<T, CallError> {
+    /// Makes one call unless this process gave up on the remote; a failure or timeout makes
+    /// it give up.
+    fn call<T>(&self, f: impl FnOnce(&dyn Remote) -> Result<T, CallError>) -> Result<T, CallError> {
         if let Some(why) = self.given_up.get() {
             return Err(CallError::GivenUp(why.clone()));
         }
-        let (tx, rx) = mpsc::channel();
-        let remote = Arc::clone(&self.remote);
-        let spawned = std::thread::Builder::new()
-            .name("npu-cache-remote".into())
-            .spawn(move || {
-                let _ = tx.send(f(remote.as_ref()));
-            });
-        let outcome = match spawned {
-            Err(e) => Err(CallError::Failed(format!("cannot start a thread: {e}"))),
-            Ok(_) => match rx.recv_timeout(timeout) {
-                Ok(Ok(value)) => return Ok(value),
-                Ok(Err(e)) => Err(CallError::Failed(e)),
-                Err(mpsc::RecvTimeoutError::Timeout) => Err(CallError::Timeout(timeout)),
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    Err(CallError::Failed("the call panicked".into()))
-                }
-            },
-        };
+        let outcome = f(self.remote.as_ref());
         if let Err(e) = &outcome {
             let what = self.describe().unwrap_or_else(|| "the remote cache".into());
             if self.given_up.set(format!("{what}: {e}")).is_ok() {

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use npu_cache::remote::{VALUE_MAGIC, pack};
+use npu_cache::remote::{CallError, VALUE_MAGIC, pack};
 use npu_cache::{Cache, Inputs, Remote, RemoteLink, RemoteSettings};
 use npu_target::RemoteCacheMode;
 
@@ -26,20 +26,26 @@ impl Remote for Store {
     fn describe(&self) -> Option<String> {
         Some("in-memory test store".into())
     }
-    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, String> {
+    fn get(&self, key: &str, timeout: Duration) -> Result<Option<Vec<u8>>, CallError> {
         self.gets.fetch_add(1, Ordering::SeqCst);
         if let Some(d) = self.delay {
-            std::thread::sleep(d);
+            // A store that keeps its timeout: it stops waiting for its slow answer.
+            std::thread::sleep(d.min(timeout));
+            if d > timeout {
+                return Err(CallError::Timeout(timeout));
+            }
         }
         if self.fail {
-            return Err("ConnectionError: Error 111 connecting to 127.0.0.1:1".into());
+            return Err(CallError::Failed(
+                "ConnectionError: Error 111 connecting to 127.0.0.1:1".into(),
+            ));
         }
         Ok(self.values.lock().unwrap().get(key).cloned())
     }
-    fn put(&self, key: &str, value: &[u8]) -> Result<(), String> {
+    fn put(&self, key: &str, value: &[u8], _timeout: Duration) -> Result<(), CallError> {
         self.puts.fetch_add(1, Ordering::SeqCst);
         if self.fail {
-            return Err("ConnectionError".into());
+            return Err(CallError::Failed("ConnectionError".into()));
         }
         self.values
             .lock()

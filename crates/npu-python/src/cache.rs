@@ -164,23 +164,36 @@ fn cache_key(inputs: &Bound<'_, PyDict>) -> PyResult<String> {
 struct PythonRemote;
 
 impl PythonRemote {
+    /// Calls `triton_npu.remote_cache.<name>` on this thread (the GIL taken for it); Python's
+    /// `TimeoutError` means the backend did not answer in time.
     fn call<T>(
         name: &str,
-        args: impl for<'py> FnOnce(Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyTuple>>,
+        timeout: Option<std::time::Duration>,
+        args: impl for<'py> FnOnce(Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>>,
         convert: impl for<'py> FnOnce(&Bound<'py, PyAny>) -> PyResult<T>,
-    ) -> Result<T, String> {
+    ) -> Result<T, npu_cache::remote::CallError> {
+        use npu_cache::remote::CallError;
         Python::attach(|py| {
-            let module = py.import("triton_npu.remote_cache")?;
-            let result = module.getattr(name)?.call1(args(py)?)?;
-            convert(&result)
-        })
-        .map_err(|e: PyErr| {
-            Python::attach(|py| {
+            let run = || -> PyResult<T> {
+                let module = py.import("triton_npu.remote_cache")?;
+                let mut all = args(py)?;
+                if let Some(t) = timeout {
+                    all.push(t.as_secs_f64().into_pyobject(py)?.into_any());
+                }
+                let result = module
+                    .getattr(name)?
+                    .call1(pyo3::types::PyTuple::new(py, all)?)?;
+                convert(&result)
+            };
+            run().map_err(|e| {
+                if let (Some(t), true) = (timeout, e.is_instance_of::<PyTimeoutError>(py)) {
+                    return CallError::Timeout(t);
+                }
                 let kind = e
                     .get_type(py)
                     .name()
                     .map_or_else(|_| "Exception".to_owned(), |n| n.to_string());
-                format!("{kind}: {}", e.value(py))
+                CallError::Failed(format!("{kind}: {}", e.value(py)))
             })
         })
     }
@@ -192,16 +205,22 @@ impl npu_cache::Remote for PythonRemote {
         std::env::var_os("TRITON_REMOTE_CACHE_BACKEND").filter(|v| !v.is_empty())?;
         PythonRemote::call(
             "_describe",
-            |py| Ok(pyo3::types::PyTuple::empty(py)),
+            None,
+            |_| Ok(Vec::new()),
             |r| r.extract::<Option<String>>(),
         )
         .unwrap_or_else(|e| Some(format!("TRITON_REMOTE_CACHE_BACKEND (unusable: {e})")))
     }
 
-    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, String> {
+    fn get(
+        &self,
+        key: &str,
+        timeout: std::time::Duration,
+    ) -> Result<Option<Vec<u8>>, npu_cache::remote::CallError> {
         PythonRemote::call(
             "_get",
-            |py| pyo3::types::PyTuple::new(py, [key]),
+            Some(timeout),
+            |py| Ok(vec![PyString::new(py, key).into_any()]),
             |r| {
                 if r.is_none() {
                     Ok(None)
@@ -212,17 +231,20 @@ impl npu_cache::Remote for PythonRemote {
         )
     }
 
-    fn put(&self, key: &str, value: &[u8]) -> Result<(), String> {
+    fn put(
+        &self,
+        key: &str,
+        value: &[u8],
+        timeout: std::time::Duration,
+    ) -> Result<(), npu_cache::remote::CallError> {
         PythonRemote::call(
             "_put",
+            Some(timeout),
             |py| {
-                pyo3::types::PyTuple::new(
-                    py,
-                    [
-                        PyString::new(py, key).into_any(),
-                        PyBytes::new(py, value).into_any(),
-                    ],
-                )
+                Ok(vec![
+                    PyString::new(py, key).into_any(),
+                    PyBytes::new(py, value).into_any(),
+                ])
             },
             |_| Ok(()),
         )
