@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 CARGO ?= cargo
 
-.PHONY: demo test venv develop harness bench lint rust-test python-test fmt doctor clean
+.PHONY: demo test venv develop harness bench lint rust-test python-test fmt doctor clean redis-server
 
 include mk/xrt.mk
 
@@ -23,7 +23,7 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml Makefile
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q "maturin>=1.16,<2" "pytest>=8" "ruff>=0.6" "triton>=3.9,<3.10" numpy torch ml-dtypes
+	$(PIP) install -q "maturin>=1.16,<2" "pytest>=8" "ruff>=0.6" "triton>=3.9,<3.10" numpy torch ml-dtypes redis
 	touch $@
 
 ## develop: build the native module (release) and the XRT shim (when XRT headers are found),
@@ -55,12 +55,20 @@ rust-test:
 	fi
 	$(CARGO) test --workspace --doc -q
 
-python-test: develop harness
+## redis-server: Debian's redis-server, for the remote-cache tests (they start their own
+## server on 127.0.0.1 with a free port).
+redis-server:
+	@command -v redis-server >/dev/null 2>&1 || { \
+		echo "installing Debian's redis-server for the remote-cache tests"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server; }
+
+python-test: develop harness redis-server
 	$(VENV)/bin/pytest -q
 
 ## bench: benchmarks; each prints `BENCH <name> <value> <unit>` lines.
 bench: develop harness
 	$(CARGO) bench --workspace -q 2>&1 | tee target/bench.log | grep '^BENCH'
+	$(PY) benches/triton_cache_bench.py
 	set -a && . target/harness/env.sh && set +a && $(PY) benches/launch_bench.py
 
 fmt:

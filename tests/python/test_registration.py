@@ -36,8 +36,9 @@ def test_import_triton_survives_a_broken_native_module(tmp_path: Path):
         "import triton_npu; assert triton_npu.__file__.startswith(copy);"
         "from triton_npu import NPUDriver;"
         "import triton_npu._loader as l\n"
-        "assert NPUDriver('xrt').runtime == 'xrt'\n"
-        "try:\n    NPUDriver()\nexcept l.NativeModuleError as e:\n    print('ERR', e)\n"
+        # Selecting the driver reads the runtime names from the native core: the broken
+        # module is reported there, with what to do, and never at `import triton`.
+        "try:\n    NPUDriver('xrt')\nexcept l.NativeModuleError as e:\n    print('ERR', e)\n"
     )
     r = run_python(code, env={"PYTHONPATH": str(tmp_path)})
     assert r.returncode == 0, r.stderr

@@ -1,11 +1,11 @@
-//! Cache lookup cost with 10,000 entries (and with 10, to show it does not grow).
+//! Cache hit cost with 10,000 entries (and with 10, to show it does not grow).
 //!
-//! `cargo bench -p npu-cache --bench lookup` prints:
-//! * `cache_hit_lookup_10k_entries`: a `get_or_build` hit whose checksums this handle has
-//!   verified before (every launch after the first);
-//! * `cache_first_hit_lookup_10k_entries`: the first hit of an entry through a handle, which
-//!   also hashes its files (the first launch of a kernel in a new process);
-//! * `cache_hit_lookup_10_entries`: the same as the first line, in a cache of 10 entries.
+//! `cargo bench -p npu-cache --bench lookup` prints `BENCH` lines: the time of one
+//! `get_or_build` that hits, per lookup, as min/median/max over rounds of 1,000 lookups of
+//! keys spread over the cache. Every hit reads the manifest and the entry's files and checks
+//! their sha256 (4 KiB + 64 bytes here, as Triton's benchmark in `benches/triton_cache_bench.py`
+//! reads its files), so the first hit of an entry in a process costs the same as any other.
+//! `make bench` prints Triton's FileCacheManager on the same shape of cache next to it.
 
 use std::fs;
 use std::hint::black_box;
@@ -14,6 +14,8 @@ use std::time::Instant;
 use npu_cache::{Cache, Inputs};
 
 const ARTIFACT_BYTES: usize = 4096;
+const ENTRIES: usize = 10_000;
+const ROUNDS: usize = 9;
 
 fn inputs(i: usize) -> Inputs {
     Inputs::new()
@@ -40,12 +42,12 @@ fn hit(cache: &Cache, i: usize) {
             panic!("benchmark key {i} missing: the lookup should have hit")
         })
         .expect("hit");
-    black_box(entry.dir());
+    black_box(entry.bytes("aie.elf"));
 }
 
-/// Median over rounds of the mean per-lookup time, in microseconds.
-fn measure(cache: &Cache, keys: &[usize], rounds: usize) -> f64 {
-    let mut per_round: Vec<f64> = (0..rounds)
+/// Per-lookup microseconds of each round: (min, median, max) over rounds.
+fn measure(cache: &Cache, keys: &[usize]) -> (f64, f64, f64) {
+    let mut per_round: Vec<f64> = (0..ROUNDS)
         .map(|_| {
             let start = Instant::now();
             for &i in keys {
@@ -55,7 +57,15 @@ fn measure(cache: &Cache, keys: &[usize], rounds: usize) -> f64 {
         })
         .collect();
     per_round.sort_by(f64::total_cmp);
-    per_round[per_round.len() / 2]
+    (
+        per_round[0],
+        per_round[per_round.len() / 2],
+        per_round[per_round.len() - 1],
+    )
+}
+
+fn print(name: &str, (min, median, max): (f64, f64, f64)) {
+    println!("BENCH {name} {median:.2} us (min {min:.2}, max {max:.2})");
 }
 
 fn main() {
@@ -63,28 +73,23 @@ fn main() {
     let big_root = tmp.path().join("big");
     let big = Cache::at(&big_root).expect("open cache");
     let started = Instant::now();
-    populate(&big, 10_000);
+    populate(&big, ENTRIES);
     eprintln!(
-        "populated 10,000 entries in {:.1} s",
+        "populated {ENTRIES} entries in {:.1} s",
         started.elapsed().as_secs_f64()
     );
+    drop(big);
 
-    // A spread of keys; the first pass through a fresh handle verifies checksums.
-    let keys: Vec<usize> = (0..1000).map(|i| (i * 7919) % 10_000).collect();
+    // A spread of keys, through a handle that has seen none of them (a new process's view).
+    let keys: Vec<usize> = (0..1000).map(|i| (i * 7919) % ENTRIES).collect();
     let fresh = Cache::at(&big_root).expect("open cache");
-    let start = Instant::now();
-    for &i in &keys {
-        hit(&fresh, i);
-    }
-    let first = start.elapsed().as_secs_f64() * 1e6 / keys.len() as f64;
-    let warm = measure(&fresh, &keys, 7);
+    let big_figures = measure(&fresh, &keys);
 
     let small = Cache::at(tmp.path().join("small")).expect("open cache");
     populate(&small, 10);
     let small_keys: Vec<usize> = (0..1000).map(|i| i % 10).collect();
-    let warm_small = measure(&small, &small_keys, 7);
+    let small_figures = measure(&small, &small_keys);
 
-    println!("BENCH cache_hit_lookup_10k_entries {warm:.2} us");
-    println!("BENCH cache_first_hit_lookup_10k_entries {first:.2} us");
-    println!("BENCH cache_hit_lookup_10_entries {warm_small:.2} us");
+    print("cache_hit_lookup_10k_entries", big_figures);
+    print("cache_hit_lookup_10_entries", small_figures);
 }

@@ -1,24 +1,39 @@
 //! A published entry: checking it before it is served, and sealing a staged one.
+//!
+//! An entry is read through file descriptors (see [`fsat`](crate::fsat)): the manifest is
+//! parsed from the same open file that is then held, under a shared lock, for as long as the
+//! [`Entry`] lives, and every file's bytes are read once, checked against the manifest's
+//! sha256 and handed to the caller. What the caller loads is what was checked.
 
-use std::fs::{self, File, OpenOptions, Permissions};
-use std::io::{self, Read};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::fs::{self, File, Permissions};
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
 
 use crate::error::{CacheError, io_err};
-use crate::key::Key;
-use crate::location::{check_private, euid, inside_remedy};
-use crate::lock::FileLock;
+use crate::fsat::{self, Opened};
+use crate::key::{Key, hex};
+use crate::location::{check_private_stat, euid, inside_remedy};
 use crate::manifest::{self, DATA_DIR, FileRecord, MANIFEST_FILE, MANIFEST_MAX_BYTES, Manifest};
 
-/// A published, verified entry. While it is alive this process holds a shared lock on the
-/// entry's in-use lock file, so no eviction or `clear` removes it.
+/// A published, verified entry: its manifest and the verified bytes of its files. While it
+/// is alive this process holds a shared lock on the entry's manifest, so no eviction or
+/// `clear` removes the entry.
 #[derive(Debug)]
 pub struct Entry {
     pub(crate) key: Key,
     pub(crate) data: PathBuf,
     pub(crate) manifest: Manifest,
-    pub(crate) _in_use: FileLock,
+    /// The manifest as stored (what the remote cache publishes).
+    pub(crate) manifest_bytes: Arc<[u8]>,
+    /// The bytes of `manifest.files`, in the same order; empty after `release_contents`.
+    pub(crate) contents: Vec<Arc<[u8]>>,
+    /// The manifest, open and share-locked.
+    pub(crate) _in_use: File,
 }
 
 impl Entry {
@@ -35,175 +50,234 @@ impl Entry {
         &self.manifest
     }
 
+    /// The manifest exactly as stored in the entry (the bytes that were parsed).
+    pub fn manifest_bytes(&self) -> &[u8] {
+        &self.manifest_bytes
+    }
+
     /// The path of a file the build produced (relative, `/`-separated), if the entry has it.
+    /// For consumers that only take paths; [`Entry::bytes`] gives the checked bytes.
     pub fn file(&self, path: &str) -> Option<PathBuf> {
         self.manifest.file(path).map(|_| self.data.join(path))
+    }
+
+    /// The bytes of a file the build produced, exactly as they were checked against the
+    /// manifest's sha256 when this entry was served. `None` if the entry has no such file or
+    /// its contents were released.
+    pub fn bytes(&self, path: &str) -> Option<Arc<[u8]>> {
+        let index = self.manifest.files.iter().position(|f| f.path == path)?;
+        self.contents.get(index).cloned()
+    }
+
+    /// Frees the file contents held in memory, keeping the entry in use (protected from
+    /// eviction). For holders that keep an entry long after loading it.
+    pub fn release_contents(&mut self) {
+        self.contents = Vec::new();
     }
 }
 
 /// What reading an entry directory found.
 #[derive(Debug)]
 pub(crate) enum Verdict {
-    /// Manifest readable, every file present with its recorded size. The manifest's file
-    /// handle comes along so the caller can record the use on it.
-    Sound(Manifest, File),
+    Sound(Box<Entry>),
     Missing,
     /// Damaged: the reason, for the warning.
     Damaged(String),
 }
 
-/// Reads an entry's manifest and checks every file's presence, type, owner and size.
-/// `Err` is reserved for refusals (foreign owner, writable by others) and I/O failures.
-pub(crate) fn read(entry_dir: &Path, key: &Key) -> Result<Verdict, CacheError> {
-    let meta = match fs::symlink_metadata(entry_dir) {
-        Ok(m) => m,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Verdict::Missing),
-        Err(e) => return Err(io_err("inspect", entry_dir)(e)),
+/// How thoroughly to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Depth {
+    /// A lookup: everything the caller will use is checked (manifest, every listed file's
+    /// type, owner, size and sha256).
+    Serve,
+    /// `verify`: also that `data/` holds nothing the manifest does not list, and without
+    /// touching access times.
+    Audit,
+}
+
+/// Reads and checks the entry `key` inside the shard directory `shard` (whose path is
+/// `shard_path`). `Err` is reserved for refusals (foreign owner, writable by others) and I/O
+/// failures.
+pub(crate) fn read(
+    shard: BorrowedFd<'_>,
+    shard_path: &Path,
+    key: &Key,
+    depth: Depth,
+) -> Result<Verdict, CacheError> {
+    let entry_dir = shard_path.join(key.as_str());
+    let dir = match fsat::open_dir(shard, key.as_str()).map_err(io_err("open", &entry_dir))? {
+        Opened::Found(fd) => fd,
+        Opened::Missing => return Ok(Verdict::Missing),
+        Opened::WrongType => {
+            return Ok(Verdict::Damaged(
+                "a file or symlink stands where the entry directory should be".into(),
+            ));
+        }
     };
-    if !meta.is_dir() {
-        return Ok(Verdict::Damaged("the entry is not a directory".into()));
-    }
-    check_private(entry_dir, &meta, &inside_remedy(entry_dir))?;
+    let stat = fsat::fstat(&dir).map_err(io_err("inspect", &entry_dir))?;
+    check_private_stat(&entry_dir, &stat, &inside_remedy(&entry_dir))?;
 
     let manifest_path = entry_dir.join(MANIFEST_FILE);
-    let mut file = match OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&manifest_path)
+    let no_atime = depth == Depth::Audit;
+    let mut file = match fsat::open_file(&dir, MANIFEST_FILE, no_atime)
+        .map_err(io_err("open", &manifest_path))?
     {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Ok(Verdict::Damaged(format!("{MANIFEST_FILE} is missing")));
-        }
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-            return Ok(Verdict::Damaged(format!("{MANIFEST_FILE} is a symlink")));
-        }
-        Err(e) => return Err(io_err("open", &manifest_path)(e)),
+        Opened::Found(f) => f,
+        Opened::Missing => return Ok(Verdict::Damaged(format!("{MANIFEST_FILE} is missing"))),
+        Opened::WrongType => return Ok(Verdict::Damaged(format!("{MANIFEST_FILE} is a symlink"))),
     };
-    let meta = file.metadata().map_err(io_err("inspect", &manifest_path))?;
-    check_private(&manifest_path, &meta, &inside_remedy(entry_dir))?;
-    if !meta.is_file() || meta.len() > MANIFEST_MAX_BYTES {
+    // The in-use lock. A remover holds it exclusively while it unlinks the manifest and moves
+    // the entry away; once we get it, a manifest without links means the entry is gone.
+    file.lock_shared().map_err(io_err("lock", &manifest_path))?;
+    let stat = fsat::fstat(&file).map_err(io_err("inspect", &manifest_path))?;
+    if stat.st_nlink == 0 {
+        return Ok(Verdict::Missing);
+    }
+    check_private_stat(&manifest_path, &stat, &inside_remedy(&entry_dir))?;
+    if !fsat::is_file(&stat) || stat.st_size as u64 > MANIFEST_MAX_BYTES {
         return Ok(Verdict::Damaged(format!(
             "{MANIFEST_FILE} is not a regular file of sensible size"
         )));
     }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    (&mut file)
-        .take(MANIFEST_MAX_BYTES)
-        .read_to_end(&mut bytes)
-        .map_err(io_err("read", &manifest_path))?;
-    let manifest = match manifest::parse(&bytes, key) {
+    let Some(manifest_bytes) = fsat::read_exact_len(&mut file, stat.st_size as u64)
+        .map_err(io_err("read", &manifest_path))?
+    else {
+        return Ok(Verdict::Damaged(format!(
+            "{MANIFEST_FILE} shrank while being read"
+        )));
+    };
+    let manifest = match manifest::parse(&manifest_bytes, key) {
         Ok(m) => m,
         Err(reason) => return Ok(Verdict::Damaged(reason)),
     };
 
-    let data = entry_dir.join(DATA_DIR);
-    match fs::symlink_metadata(&data) {
-        Ok(m) if m.is_dir() => check_private(&data, &m, &inside_remedy(entry_dir))?,
-        Ok(_) => return Ok(Verdict::Damaged(format!("{DATA_DIR} is not a directory"))),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Ok(Verdict::Damaged(format!("{DATA_DIR} is missing")));
+    let data_path = entry_dir.join(DATA_DIR);
+    let data = match fsat::open_dir(&dir, DATA_DIR).map_err(io_err("open", &data_path))? {
+        Opened::Found(fd) => fd,
+        Opened::Missing => return Ok(Verdict::Damaged(format!("{DATA_DIR} is missing"))),
+        Opened::WrongType => {
+            return Ok(Verdict::Damaged(format!("{DATA_DIR} is not a directory")));
         }
-        Err(e) => return Err(io_err("inspect", &data)(e)),
-    }
+    };
+    let stat = fsat::fstat(&data).map_err(io_err("inspect", &data_path))?;
+    check_private_stat(&data_path, &stat, &inside_remedy(&entry_dir))?;
+
+    let mut contents = Vec::with_capacity(manifest.files.len());
     for record in &manifest.files {
-        if let Some(reason) = check_file(entry_dir, &data, record)? {
-            return Ok(Verdict::Damaged(reason));
+        match read_file(&data, &data_path, &entry_dir, record, no_atime)? {
+            Ok(bytes) => contents.push(bytes),
+            Err(reason) => return Ok(Verdict::Damaged(reason)),
         }
     }
-    Ok(Verdict::Sound(manifest, file))
+    if depth == Depth::Audit
+        && let Some(reason) = unlisted(&data, &data_path, &manifest)?
+    {
+        return Ok(Verdict::Damaged(reason));
+    }
+    Ok(Verdict::Sound(Box::new(Entry {
+        key: key.clone(),
+        data: data_path,
+        manifest,
+        manifest_bytes: Arc::from(manifest_bytes),
+        contents,
+        _in_use: file,
+    })))
 }
 
-fn check_file(
+/// One listed file's bytes, checked; the inner `Err` says why the entry is damaged.
+fn read_file(
+    data: &OwnedFd,
+    data_path: &Path,
     entry_dir: &Path,
-    data: &Path,
     record: &FileRecord,
-) -> Result<Option<String>, CacheError> {
-    let path = data.join(&record.path);
+    no_atime: bool,
+) -> Result<Result<Arc<[u8]>, String>, CacheError> {
+    let path = data_path.join(&record.path);
     let shown = format!("{DATA_DIR}/{}", record.path);
-    let meta = match fs::symlink_metadata(&path) {
-        Ok(m) => m,
-        Err(e)
-            if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR) =>
-        {
-            return Ok(Some(format!("{shown} is missing")));
-        }
-        Err(e) => return Err(io_err("inspect", &path)(e)),
-    };
-    if !meta.is_file() {
-        return Ok(Some(format!("{shown} is not a regular file")));
+    let mut file =
+        match fsat::open_file(data, &record.path, no_atime).map_err(io_err("open", &path))? {
+            Opened::Found(f) => f,
+            Opened::Missing => return Ok(Err(format!("{shown} is missing"))),
+            Opened::WrongType => return Ok(Err(format!("{shown} is not a regular file"))),
+        };
+    let stat = fsat::fstat(&file).map_err(io_err("inspect", &path))?;
+    if !fsat::is_file(&stat) {
+        return Ok(Err(format!("{shown} is not a regular file")));
     }
-    check_private(&path, &meta, &inside_remedy(entry_dir))?;
-    if meta.len() != record.size {
-        return Ok(Some(format!(
+    check_private_stat(&path, &stat, &inside_remedy(entry_dir))?;
+    if stat.st_size as u64 != record.size {
+        return Ok(Err(format!(
             "{shown} has {} bytes, the manifest says {}",
-            meta.len(),
-            record.size
+            stat.st_size, record.size
         )));
     }
-    Ok(None)
+    let Some(bytes) =
+        fsat::read_exact_len(&mut file, record.size).map_err(io_err("read", &path))?
+    else {
+        return Ok(Err(format!("{shown} shrank while being read")));
+    };
+    if hex(&Sha256::digest(&bytes)) != record.sha256 {
+        return Ok(Err(format!(
+            "{shown} does not match its sha256 in the manifest"
+        )));
+    }
+    Ok(Ok(Arc::from(bytes)))
 }
 
-/// Checks every file's sha256 and that `data/` holds nothing the manifest does not list.
-/// Returns the reason the entry is damaged, if it is.
-pub(crate) fn verify_contents(
-    entry_dir: &Path,
+/// The first thing under `data/` that the manifest does not list, if any.
+fn unlisted(
+    data: &OwnedFd,
+    data_path: &Path,
     manifest: &Manifest,
 ) -> Result<Option<String>, CacheError> {
-    let data = entry_dir.join(DATA_DIR);
-    for record in &manifest.files {
-        let path = data.join(&record.path);
-        let mut file = match OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&path)
-        {
-            Ok(f) => f,
-            Err(e)
-                if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ELOOP) =>
-            {
-                return Ok(Some(format!("{DATA_DIR}/{} is missing", record.path)));
+    fn visit(dir: BorrowedFd<'_>, rel: &str, manifest: &Manifest) -> io::Result<Option<String>> {
+        let mut names = Vec::new();
+        for item in rustix::fs::Dir::read_from(dir)? {
+            let item = item?;
+            let name = item.file_name().to_string_lossy().into_owned();
+            if name != "." && name != ".." {
+                names.push((name, item.file_type()));
             }
-            Err(e) => return Err(io_err("open", &path)(e)),
-        };
-        let sum = manifest::sha256_of(&mut file).map_err(io_err("read", &path))?;
-        if sum != record.sha256 {
-            return Ok(Some(format!(
-                "{DATA_DIR}/{} does not match its sha256 in the manifest",
-                record.path
-            )));
         }
-    }
-    let mut unlisted = None;
-    walk(&data, &mut |rel, kind| {
-        if unlisted.is_none() {
+        names.sort_by(|a, b| a.0.cmp(&b.0));
+        for (name, kind) in names {
+            let path = if rel.is_empty() {
+                name.clone()
+            } else {
+                format!("{rel}/{name}")
+            };
             match kind {
-                Kind::Dir => {}
-                Kind::File if manifest.file(rel).is_some() => {}
-                Kind::File | Kind::Other => {
-                    unlisted = Some(format!("{DATA_DIR}/{rel} is not listed in the manifest"));
+                rustix::fs::FileType::Directory => {
+                    let Opened::Found(sub) = fsat::open_dir(dir, name.as_str())? else {
+                        return Ok(Some(format!("{DATA_DIR}/{path} changed while being read")));
+                    };
+                    if let Some(found) = visit(sub.as_fd(), &path, manifest)? {
+                        return Ok(Some(found));
+                    }
+                }
+                rustix::fs::FileType::RegularFile if manifest.file(&path).is_some() => {}
+                _ => {
+                    return Ok(Some(format!(
+                        "{DATA_DIR}/{path} is not listed in the manifest"
+                    )));
                 }
             }
         }
-        Ok(())
-    })
-    .map_err(|e| match e {
-        WalkError::Io(path, e) => io_err("read", path)(e),
-        WalkError::NotUtf8(path) | WalkError::Rejected(path, _) => CacheError::Io {
-            action: "read",
-            path,
-            source: io::Error::new(io::ErrorKind::InvalidData, "file name is not UTF-8"),
-        },
-    })?;
-    Ok(unlisted)
+        Ok(None)
+    }
+    visit(data.as_fd(), "", manifest).map_err(io_err("list", data_path))
 }
 
+/// A sealed build output: its file records (in path order) and their bytes (same order).
+pub(crate) type Sealed = Vec<(FileRecord, Arc<[u8]>)>;
+
 /// Turns a finished staging `data/` directory into file records: makes everything private
-/// (builds often leave group-writable files) and hashes every file. Refuses symlinks and
-/// special files, which could point outside the entry.
-pub(crate) fn seal(data: &Path, label: &str) -> Result<Vec<FileRecord>, CacheError> {
+/// (builds often leave group-writable files), reads and hashes every file. Refuses symlinks
+/// and special files, which could point outside the entry.
+pub(crate) fn seal(data: &Path, label: &str) -> Result<Sealed, CacheError> {
     fs::set_permissions(data, Permissions::from_mode(0o700)).map_err(io_err("seal", data))?;
-    let mut records = Vec::new();
+    let mut records: Sealed = Vec::new();
     walk(data, &mut |rel, kind| {
         let path = data.join(rel);
         match kind {
@@ -230,14 +304,16 @@ pub(crate) fn seal(data: &Path, label: &str) -> Result<Vec<FileRecord>, CacheErr
                 let mode = if executable { 0o700 } else { 0o600 };
                 fs::set_permissions(&path, Permissions::from_mode(mode))
                     .map_err(|e| WalkError::Io(path.clone(), e))?;
-                let sha256 =
-                    manifest::sha256_file(&path).map_err(|e| WalkError::Io(path.clone(), e))?;
-                records.push(FileRecord {
-                    path: rel.to_owned(),
-                    size: meta.len(),
-                    sha256,
-                    executable,
-                });
+                let bytes = fs::read(&path).map_err(|e| WalkError::Io(path.clone(), e))?;
+                records.push((
+                    FileRecord {
+                        path: rel.to_owned(),
+                        size: bytes.len() as u64,
+                        sha256: hex(&Sha256::digest(&bytes)),
+                        executable,
+                    },
+                    Arc::from(bytes),
+                ));
                 Ok(())
             }
         }
@@ -259,7 +335,7 @@ pub(crate) fn seal(data: &Path, label: &str) -> Result<Vec<FileRecord>, CacheErr
             problem,
         },
     })?;
-    records.sort_by(|a, b| a.path.cmp(&b.path));
+    records.sort_by(|a, b| a.0.path.cmp(&b.0.path));
     Ok(records)
 }
 

@@ -61,6 +61,21 @@ pub enum CacheError<B = Infallible> {
         problem: String,
     },
 
+    /// Another process held the build of this entry for longer than the wait allows.
+    #[error(
+        "gave up waiting for {holder} to build cache entry {label} after {} s; if that process \
+         is stuck, stop it{}, or raise AMD_TRITON_NPU_CACHE_WAIT_TIMEOUT (seconds)",
+        waited.as_secs(),
+        holder_pid.map(|pid| format!(" (kill {pid})")).unwrap_or_default()
+    )]
+    WaitTimeout {
+        label: String,
+        /// Who holds the build, as it recorded itself ("another process" if it did not).
+        holder: String,
+        holder_pid: Option<u32>,
+        waited: std::time::Duration,
+    },
+
     /// The caller's build step failed; nothing was published.
     #[error("building cache entry {label} failed: {source}")]
     Build {
@@ -133,6 +148,17 @@ impl<B> CacheError<B> {
                 path,
                 problem,
             },
+            CacheError::WaitTimeout {
+                label,
+                holder,
+                holder_pid,
+                waited,
+            } => CacheError::WaitTimeout {
+                label,
+                holder,
+                holder_pid,
+                waited,
+            },
         })
     }
 
@@ -141,7 +167,9 @@ impl<B> CacheError<B> {
     pub fn is_filesystem(&self) -> bool {
         !matches!(
             self,
-            CacheError::Build { .. } | CacheError::BadOutput { .. }
+            CacheError::Build { .. }
+                | CacheError::BadOutput { .. }
+                | CacheError::WaitTimeout { .. }
         )
     }
 

@@ -5,15 +5,22 @@
 //!
 //! * **An entry is a transaction.** A builder fills a private staging directory; the entry is
 //!   published by one atomic `rename` after its [manifest](Manifest) (every file with size and
-//!   sha256, the inputs, tool versions, creation time) is written. Readers check the manifest
-//!   and every file's size on each lookup and the checksums on first use through a [`Cache`]
-//!   handle. A missing, truncated or mismatching entry is never served: it is moved to the
+//!   sha256, the inputs, tool versions, creation time) is written. Every lookup reads the
+//!   manifest and every file once, through file descriptors that follow no symlink, checks
+//!   each file's sha256 and hands the checked bytes to the caller ([`Entry::bytes`]): what is
+//!   loaded is what was checked. A missing, truncated or mismatching entry, or a file or
+//!   symlink standing where its directory should be, is never served: it is moved to the
 //!   trash, deleted and rebuilt, with a warning.
 //! * **Single flight.** When threads or processes ask for the same missing key, one builds and
 //!   the others wait on an OS file lock, which the kernel releases if the builder dies (even
-//!   by `kill -9`), so a waiter then takes over.
-//! * **Private.** Directories are created with mode 0700; a root or entry owned by another
-//!   user, or writable by group or others, is refused: the cache decides what runs on the NPU.
+//!   by `kill -9`), so a waiter then takes over. A waiter says whom it waits for (the
+//!   builder's pid and since when, at debug level at once, at info level after 3 s) and gives
+//!   up after the build wait (`AMD_TRITON_NPU_CACHE_WAIT_TIMEOUT`, default two hours) with
+//!   an error naming the builder.
+//! * **Private.** Directories are created with mode 0700; a root, shard, entry or lock file
+//!   owned by another user, writable by group or others, or a symlink, is refused: the cache
+//!   decides what runs on the NPU. `clear` removes a symlink planted inside the cache without
+//!   following it.
 //!
 //! Keys are sha256 over a canonical, versioned encoding of named inputs; see [`key`].
 //!
@@ -22,17 +29,23 @@
 //! ```text
 //! <root>/                              AMD_TRITON_NPU_CACHE_DIR, TRITON_CACHE_DIR/npu, …
 //!   entries/<key[0..2]>/<key>/         a published entry
-//!       manifest.json                  the commit record; its mtime is the entry's last use
+//!       manifest.json                  the commit record; readers hold a shared lock on it
+//!                                      (removal takes it exclusively); its later of atime and
+//!                                      mtime is the entry's last use
 //!       data/…                         what the build produced
 //!   staging/<key>.<pid>.<random>/      an entry being built (same layout)
 //!   trash/<key>.<pid>.<random>/        an entry being deleted
-//!   locks/<key>.lock                   build lock: held exclusively by the one builder
-//!   locks/<key>.use                    in-use lock: shared by readers, exclusive for removal
+//!   locks/<key>.lock                   build lock: held exclusively by the one builder, who
+//!                                      writes its pid and start time into it
 //!   stats                              hit/miss counters
+//!   failed/<kernel>-<random>/          logs and input of a failed compile
 //! ```
 //!
-//! A lookup that hits touches a fixed number of files whatever the number of entries; only
-//! `list`, `verify_all`, `clear` and eviction (after a build, when a size cap is set) scan.
+//! A lookup that hits opens a fixed number of files whatever the number of entries and writes
+//! nothing: the in-use lock is a shared lock on the manifest it reads, the last use is the
+//! manifest's access time kept by the file system, and counters are added up in memory (see
+//! [`Counters`]). Only `list`, `verify_all`, `clear` and eviction (after a build, when a size
+//! cap is set) scan.
 //!
 //! # Example
 //!
@@ -53,18 +66,24 @@
 mod cache;
 mod entry;
 mod error;
+mod failed;
+mod fsat;
 pub mod key;
 mod location;
 mod lock;
 mod maintenance;
 mod manifest;
+pub mod remote;
 mod stats;
 
-pub use cache::Cache;
+pub use cache::{Cache, DEFAULT_BUILD_WAIT};
 pub use entry::Entry;
 pub use error::CacheError;
+pub use failed::FailedCompile;
 pub use key::{Inputs, KERNEL_NAME_INPUT, Key, TOOL_INPUT_PREFIX, VERSION_INPUT};
 pub use location::{Location, resolve as resolve_location};
+pub use lock::Holder;
 pub use maintenance::{CacheStats, EntryInfo, Removal, Verification};
 pub use manifest::{DATA_DIR, FileRecord, InputSummary, MANIFEST_FILE, MANIFEST_SCHEMA, Manifest};
+pub use remote::{Remote, RemoteLink, RemoteSettings};
 pub use stats::Counters;

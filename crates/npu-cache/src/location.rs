@@ -67,14 +67,16 @@ pub(crate) fn create_private_dir(path: &Path) -> io::Result<()> {
 
 /// Why `meta` (of `path`) is not private to this user, if it is not.
 pub(crate) fn ownership_problem(meta: &Metadata) -> Option<String> {
+    owner_mode_problem(meta.uid(), meta.mode())
+}
+
+/// Why a file with this owner and mode is not private to this user, if it is not.
+pub(crate) fn owner_mode_problem(uid: u32, mode: u32) -> Option<String> {
     let me = euid();
-    if meta.uid() != me {
-        return Some(format!(
-            "it is owned by uid {}, not by you (uid {me})",
-            meta.uid()
-        ));
+    if uid != me {
+        return Some(format!("it is owned by uid {uid}, not by you (uid {me})"));
     }
-    let mode = meta.mode() & 0o7777;
+    let mode = mode & 0o7777;
     if mode & 0o022 != 0 {
         return Some(format!(
             "it can be written by {} (mode {mode:04o})",
@@ -86,6 +88,23 @@ pub(crate) fn ownership_problem(meta: &Metadata) -> Option<String> {
         ));
     }
     None
+}
+
+/// Refuses a file (described by its `fstat`) unless it belongs to this user and only this
+/// user can write it.
+pub(crate) fn check_private_stat(
+    path: &Path,
+    stat: &rustix::fs::Stat,
+    remedy: &str,
+) -> Result<(), CacheError> {
+    match owner_mode_problem(stat.st_uid, stat.st_mode) {
+        None => Ok(()),
+        Some(problem) => Err(CacheError::Unsafe {
+            path: path.to_owned(),
+            problem,
+            remedy: remedy.to_owned(),
+        }),
+    }
 }
 
 /// Refuses `path` unless it belongs to this user and only this user can write it.
@@ -106,7 +125,13 @@ pub(crate) fn check_private_dir(path: &Path) -> Result<(), CacheError> {
     if !meta.is_dir() {
         return Err(CacheError::Unsafe {
             path: path.to_owned(),
-            problem: "it is not a directory (a symlink or a file stands in its place)".into(),
+            problem: if meta.file_type().is_symlink() {
+                "it is a symlink; every directory of the cache must be a real directory, so \
+                 that nothing in it can point outside"
+                    .into()
+            } else {
+                "it is not a directory (a file stands in its place)".into()
+            },
             remedy: inside_remedy(path),
         });
     }

@@ -1,4 +1,4 @@
-//! Advisory file locks (`flock`) that the kernel releases when their holder dies.
+//! Build locks: advisory file locks (`flock`) that the kernel releases when their holder dies.
 //!
 //! Every acquisition opens the lock file anew, so two threads of one process hold two open
 //! file descriptions and exclude each other exactly as two processes do.
@@ -7,78 +7,152 @@
 //! holding the exclusive lock, and every acquirer checks after locking that the file it locked
 //! is still the one at the path; if not, it starts over. So two parties can never believe they
 //! hold conflicting locks on two different inodes of the same name.
+//!
+//! A lock file is refused unless it belongs to this user and only this user can write it: a
+//! lock planted by someone else could stall every build of its key.
+//!
+//! The holder of a build lock writes `pid <pid> since <unix seconds>` into it, so a process
+//! that has to wait can say whom it waits for.
 
 use std::fs::{self, File, OpenOptions, TryLockError};
-use std::io;
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::error::{CacheError, io_err};
+use crate::location::{check_private, inside_remedy};
 
-/// Shared (many holders) or exclusive (one holder).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum LockKind {
-    Shared,
-    Exclusive,
-}
-
-/// A held lock; released on drop (or by the kernel if the process dies).
+/// A held exclusive lock; released on drop (or by the kernel if the process dies).
 #[derive(Debug)]
 pub(crate) struct FileLock {
-    /// Held only for the lock on its open file description.
-    _file: File,
+    file: File,
     path: PathBuf,
 }
 
+/// Who holds a build lock, as its holder recorded it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    pub pid: u32,
+    /// When it took the lock (Unix seconds).
+    pub since_unix: u64,
+}
+
+impl std::fmt::Display for Holder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        write!(
+            f,
+            "process {} (building since {} s ago)",
+            self.pid,
+            now.saturating_sub(self.since_unix)
+        )
+    }
+}
+
+/// How long to wait for another process's build, and when to say so at info level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Patience {
+    pub timeout: Duration,
+    pub announce_after: Duration,
+}
+
+/// What waiting for a lock ended with.
+pub(crate) enum Waited {
+    Acquired(FileLock),
+    /// The lock is still held after the whole timeout; the holder, if it said who it is.
+    TimedOut(Option<Holder>),
+}
+
 impl FileLock {
-    /// Waits for the lock; `on_wait` runs once, before blocking, if someone else holds it.
+    /// Takes the exclusive lock, waiting up to `patience.timeout` for its holder. Says at
+    /// debug level at once whom it waits for, and at info level after
+    /// `patience.announce_after`. Records this process as the holder once acquired.
     pub(crate) fn acquire(
         path: &Path,
-        kind: LockKind,
-        mut on_wait: impl FnMut(),
-    ) -> Result<FileLock, CacheError> {
-        let mut announced = false;
+        patience: Patience,
+        what: &str,
+    ) -> Result<Waited, CacheError> {
+        let started = Instant::now();
         loop {
             let file = open(path)?;
-            match try_lock(&file, kind) {
+            match file.try_lock() {
                 Ok(()) => {}
                 Err(TryLockError::WouldBlock) => {
-                    if !announced {
-                        on_wait();
-                        announced = true;
+                    let holder = read_holder(&file);
+                    let shown = holder
+                        .as_ref()
+                        .map_or_else(|| "another process".to_owned(), Holder::to_string);
+                    tracing::debug!("waiting for {shown} to build {what}");
+                    let remaining = patience.timeout.saturating_sub(started.elapsed());
+                    match wait_in_background(file, path, remaining, patience, &shown, what)? {
+                        Some(file) => {
+                            if still_linked(&file, path)? {
+                                return Ok(Waited::Acquired(FileLock::held(file, path)));
+                            }
+                            continue;
+                        }
+                        None => {
+                            let holder = open(path).ok().and_then(|f| read_holder(&f)).or(holder);
+                            return Ok(Waited::TimedOut(holder));
+                        }
                     }
-                    lock(&file, kind).map_err(io_err("lock", path))?;
                 }
                 Err(TryLockError::Error(e)) => return Err(io_err("lock", path)(e)),
             }
             if still_linked(&file, path)? {
-                return Ok(FileLock {
-                    _file: file,
-                    path: path.to_owned(),
-                });
+                return Ok(Waited::Acquired(FileLock::held(file, path)));
             }
         }
     }
 
-    /// Takes the lock if nobody else holds a conflicting one.
-    pub(crate) fn try_acquire(path: &Path, kind: LockKind) -> Result<Option<FileLock>, CacheError> {
+    /// Takes the exclusive lock if nobody holds it.
+    pub(crate) fn try_acquire(path: &Path) -> Result<Option<FileLock>, CacheError> {
         loop {
             let file = open(path)?;
-            match try_lock(&file, kind) {
+            match file.try_lock() {
                 Ok(()) => {}
                 Err(TryLockError::WouldBlock) => return Ok(None),
                 Err(TryLockError::Error(e)) => return Err(io_err("lock", path)(e)),
             }
             if still_linked(&file, path)? {
                 return Ok(Some(FileLock {
-                    _file: file,
+                    file,
                     path: path.to_owned(),
                 }));
             }
         }
     }
 
-    /// Removes the lock file while the lock is held (exclusive holders only).
+    fn held(file: File, path: &Path) -> FileLock {
+        let lock = FileLock {
+            file,
+            path: path.to_owned(),
+        };
+        lock.record_holder();
+        lock
+    }
+
+    /// Writes `pid <pid> since <now>` into the lock file (best effort: only for messages).
+    fn record_holder(&self) {
+        let since = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let text = format!("pid {} since {since}\n", std::process::id());
+        let mut file = &self.file;
+        let written = file
+            .set_len(0)
+            .and_then(|()| file.seek(SeekFrom::Start(0)))
+            .and_then(|_| file.write_all(text.as_bytes()));
+        if let Err(e) = written {
+            tracing::debug!("cannot record the holder in {}: {e}", self.path.display());
+        }
+    }
+
+    /// Removes the lock file while the lock is held.
     pub(crate) fn unlink(&self) {
         if let Err(e) = fs::remove_file(&self.path)
             && e.kind() != io::ErrorKind::NotFound
@@ -88,29 +162,90 @@ impl FileLock {
     }
 }
 
+/// Blocks on the lock in a helper thread so the wait can end after `remaining`: `flock` has
+/// no timeout. If the caller gives up, the helper still gets the lock once the holder lets go,
+/// and drops it at once.
+fn wait_in_background(
+    file: File,
+    path: &Path,
+    remaining: Duration,
+    patience: Patience,
+    holder: &str,
+    what: &str,
+) -> Result<Option<File>, CacheError> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("npu-cache-wait".into())
+        .spawn(move || {
+            let result = file.lock().map(|()| file);
+            let _ = tx.send(result);
+        })
+        .map_err(io_err("start a thread to wait for the lock", path))?;
+    let announce = patience.announce_after.min(remaining);
+    match rx.recv_timeout(announce) {
+        Ok(result) => return result.map(Some).map_err(io_err("lock", path)),
+        Err(mpsc::RecvTimeoutError::Timeout) => {}
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            return Err(io_err("lock", path)(io::Error::other(
+                "the waiting thread died",
+            )));
+        }
+    }
+    if announce < remaining {
+        tracing::info!(
+            "still waiting for {holder} to build {what}; giving up after {} s in all \
+             (AMD_TRITON_NPU_CACHE_WAIT_TIMEOUT)",
+            patience.timeout.as_secs()
+        );
+    }
+    match rx.recv_timeout(remaining - announce) {
+        Ok(result) => result.map(Some).map_err(io_err("lock", path)),
+        Err(mpsc::RecvTimeoutError::Timeout) => Ok(None),
+        Err(mpsc::RecvTimeoutError::Disconnected) => Err(io_err("lock", path)(io::Error::other(
+            "the waiting thread died",
+        ))),
+    }
+}
+
+/// Opens (creating if needed) a lock file and refuses one that is not private to this user.
 fn open(path: &Path) -> Result<File, CacheError> {
-    OpenOptions::new()
+    let file = OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
         .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
-        .map_err(io_err("open lock file", path))
+        .map_err(|e| {
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                CacheError::Unsafe {
+                    path: path.to_owned(),
+                    problem: "it is a symlink".to_owned(),
+                    remedy: inside_remedy(path),
+                }
+            } else {
+                io_err("open lock file", path)(e)
+            }
+        })?;
+    let meta = file.metadata().map_err(io_err("inspect lock file", path))?;
+    check_private(path, &meta, &inside_remedy(path))?;
+    Ok(file)
 }
 
-fn try_lock(file: &File, kind: LockKind) -> Result<(), TryLockError> {
-    match kind {
-        LockKind::Shared => file.try_lock_shared(),
-        LockKind::Exclusive => file.try_lock(),
-    }
-}
-
-fn lock(file: &File, kind: LockKind) -> io::Result<()> {
-    match kind {
-        LockKind::Shared => file.lock_shared(),
-        LockKind::Exclusive => file.lock(),
+/// The holder a lock file names, if it names one.
+fn read_holder(file: &File) -> Option<Holder> {
+    let mut text = String::new();
+    let mut reader = file;
+    reader.seek(SeekFrom::Start(0)).ok()?;
+    reader.take(256).read_to_string(&mut text).ok()?;
+    let mut words = text.split_whitespace();
+    match (words.next(), words.next(), words.next(), words.next()) {
+        (Some("pid"), Some(pid), Some("since"), Some(since)) => Some(Holder {
+            pid: pid.parse().ok()?,
+            since_unix: since.parse().ok()?,
+        }),
+        _ => None,
     }
 }
 
@@ -128,84 +263,92 @@ fn still_linked(file: &File, path: &Path) -> Result<bool, CacheError> {
 mod tests {
     use super::*;
 
+    const PATIENT: Patience = Patience {
+        timeout: Duration::from_secs(60),
+        announce_after: Duration::from_secs(3),
+    };
+
+    fn acquired(w: Waited) -> FileLock {
+        match w {
+            Waited::Acquired(l) => l,
+            Waited::TimedOut(h) => panic!("timed out waiting for {h:?}"),
+        }
+    }
+
     #[test]
     fn exclusive_excludes_within_one_process() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("k.lock");
-        let held = FileLock::acquire(&path, LockKind::Exclusive, || {}).unwrap();
-        assert!(
-            FileLock::try_acquire(&path, LockKind::Exclusive)
-                .unwrap()
-                .is_none()
-        );
-        assert!(
-            FileLock::try_acquire(&path, LockKind::Shared)
-                .unwrap()
-                .is_none()
-        );
+        let held = acquired(FileLock::acquire(&path, PATIENT, "k").unwrap());
+        assert!(FileLock::try_acquire(&path).unwrap().is_none());
         drop(held);
-        assert!(
-            FileLock::try_acquire(&path, LockKind::Exclusive)
-                .unwrap()
-                .is_some()
-        );
-    }
-
-    #[test]
-    fn shared_locks_coexist_and_block_exclusive() {
-        let tmp = tempfile::tempdir().unwrap();
-        let path = tmp.path().join("k.lock");
-        let a = FileLock::acquire(&path, LockKind::Shared, || {}).unwrap();
-        let b = FileLock::try_acquire(&path, LockKind::Shared).unwrap();
-        assert!(b.is_some());
-        assert!(
-            FileLock::try_acquire(&path, LockKind::Exclusive)
-                .unwrap()
-                .is_none()
-        );
-        drop((a, b));
-        assert!(
-            FileLock::try_acquire(&path, LockKind::Exclusive)
-                .unwrap()
-                .is_some()
-        );
+        assert!(FileLock::try_acquire(&path).unwrap().is_some());
     }
 
     #[test]
     fn unlinked_lock_is_not_reused() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("k.lock");
-        let first = FileLock::acquire(&path, LockKind::Exclusive, || {}).unwrap();
+        let first = acquired(FileLock::acquire(&path, PATIENT, "k").unwrap());
         first.unlink();
         // The name is free again: a new acquirer creates and locks a new file even though the
         // unlinked one is still locked.
-        let second = FileLock::try_acquire(&path, LockKind::Exclusive).unwrap();
+        let second = FileLock::try_acquire(&path).unwrap();
         assert!(second.is_some());
         assert!(path.exists());
         drop(first);
     }
 
     #[test]
-    fn waiting_is_announced_once() {
+    fn the_holder_is_recorded_and_a_waiter_gives_up_naming_it() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("k.lock");
-        let held = FileLock::acquire(&path, LockKind::Exclusive, || {}).unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
+        let _held = acquired(FileLock::acquire(&path, PATIENT, "k").unwrap());
+        let text = fs::read_to_string(&path).unwrap();
+        assert!(
+            text.starts_with(&format!("pid {} since ", std::process::id())),
+            "{text}"
+        );
+        let short = Patience {
+            timeout: Duration::from_millis(200),
+            announce_after: Duration::from_millis(50),
+        };
+        let started = Instant::now();
+        match FileLock::acquire(&path, short, "k").unwrap() {
+            Waited::TimedOut(Some(holder)) => assert_eq!(holder.pid, std::process::id()),
+            Waited::TimedOut(None) => panic!("holder not read"),
+            Waited::Acquired(_) => panic!("acquired a held lock"),
+        }
+        assert!(started.elapsed() >= Duration::from_millis(200));
+    }
+
+    #[test]
+    fn a_waiter_gets_the_lock_when_the_holder_lets_go() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("k.lock");
+        let held = acquired(FileLock::acquire(&path, PATIENT, "k").unwrap());
         let waiter = {
             let path = path.clone();
-            std::thread::spawn(move || {
-                let mut announcements = 0;
-                let lock = FileLock::acquire(&path, LockKind::Exclusive, || {
-                    announcements += 1;
-                    tx.send(()).unwrap();
-                })
-                .unwrap();
-                drop(lock);
-                announcements
-            })
+            std::thread::spawn(move || acquired(FileLock::acquire(&path, PATIENT, "k").unwrap()))
         };
-        rx.recv().unwrap();
+        std::thread::sleep(Duration::from_millis(50));
         drop(held);
-        assert_eq!(waiter.join().unwrap(), 1);
+        let _now_held = waiter.join().unwrap();
+    }
+
+    #[test]
+    fn a_lock_file_others_can_write_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("k.lock");
+        fs::write(&path, "").unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o666)).unwrap();
+        let err = FileLock::try_acquire(&path).unwrap_err();
+        assert!(matches!(err, CacheError::Unsafe { .. }), "{err}");
+        assert!(err.to_string().contains("mode 0666"), "{err}");
+        let link = tmp.path().join("l.lock");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        let err = FileLock::try_acquire(&link).unwrap_err();
+        assert!(err.to_string().contains("is a symlink"), "{err}");
     }
 }

@@ -4,15 +4,17 @@
 
 use std::fs::{self, OpenOptions};
 use std::io::{self, Read};
+use std::os::fd::AsFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use crate::cache::{Cache, ENTRIES, LOCKS, STAGING, TRASH};
-use crate::entry::{self, Verdict};
+use crate::entry::{self, Depth, Verdict};
 use crate::error::{CacheError, io_err};
+use crate::fsat::{self, Opened};
 use crate::key::Key;
-use crate::lock::{FileLock, LockKind};
+use crate::lock::FileLock;
 use crate::manifest::{self, MANIFEST_FILE, MANIFEST_MAX_BYTES, Manifest};
 use crate::stats::Counters;
 
@@ -24,7 +26,10 @@ pub struct EntryInfo {
     pub path: PathBuf,
     /// Bytes of all its files, manifest included.
     pub bytes: u64,
-    /// When it was last served (or built).
+    /// When it was last served (or built): the later of the manifest's modification time (set
+    /// when the entry was built) and its access time (set by the file system when a lookup
+    /// reads it; with the usual `relatime` mount option at most once a day after the first
+    /// read, and never on `noatime` mounts). A hit writes nothing itself.
     pub last_used: SystemTime,
     /// The manifest, or why it cannot be read.
     pub manifest: Result<Manifest, String>,
@@ -57,6 +62,8 @@ pub struct Removal {
     pub in_use: Vec<Key>,
     /// Bytes the remaining entries take.
     pub remaining_bytes: u64,
+    /// Symlinks or files found where shard directories should be, removed (not followed).
+    pub strays: Vec<PathBuf>,
 }
 
 /// Sizes and counters of a cache.
@@ -80,14 +87,16 @@ impl Cache {
     pub fn list(&self) -> Result<Vec<EntryInfo>, CacheError> {
         let mut infos: Vec<EntryInfo> = self
             .keys()?
+            .0
             .into_iter()
             .filter_map(|key| {
                 let path = self.entry_path(&key);
                 let manifest_path = path.join(MANIFEST_FILE);
-                let last_used = fs::symlink_metadata(&manifest_path)
+                let meta = fs::symlink_metadata(&manifest_path)
                     .or_else(|_| fs::symlink_metadata(&path))
-                    .and_then(|m| m.modified())
                     .ok()?;
+                let modified = meta.modified().ok()?;
+                let last_used = meta.accessed().map_or(modified, |a| a.max(modified));
                 Some(EntryInfo {
                     manifest: read_manifest(&manifest_path, &key),
                     bytes: entry::disk_bytes(&path),
@@ -104,18 +113,17 @@ impl Cache {
     /// Checks every entry fully (manifest, sizes, every checksum, no unlisted files).
     pub fn verify_all(&self) -> Result<Vec<Verification>, CacheError> {
         let mut results = Vec::new();
-        for key in self.keys()? {
-            let _in_use = FileLock::acquire(&self.use_lock_path(&key), LockKind::Shared, || {})?;
-            let dir = self.entry_path(&key);
-            let problem = match entry::read(&dir, &key) {
-                Ok(Verdict::Missing) => continue,
-                Ok(Verdict::Damaged(reason)) => Some(reason),
-                Ok(Verdict::Sound(manifest, _)) => match entry::verify_contents(&dir, &manifest) {
-                    Ok(problem) => problem,
-                    Err(e) => Some(e.to_string()),
-                },
-                Err(e) => Some(e.to_string()),
+        for key in self.keys()?.0 {
+            let Some(shard) = self.open_shard(&key)? else {
+                continue;
             };
+            let problem =
+                match entry::read(shard.as_fd(), &self.shard_path(&key), &key, Depth::Audit) {
+                    Ok(Verdict::Missing) => continue,
+                    Ok(Verdict::Damaged(reason)) => Some(reason),
+                    Ok(Verdict::Sound(_)) => None,
+                    Err(e) => Some(e.to_string()),
+                };
             results.push(Verification { key, problem });
         }
         Ok(results)
@@ -124,10 +132,11 @@ impl Cache {
     /// Sizes and counters.
     pub fn stats(&self) -> Result<CacheStats, CacheError> {
         let infos = self.list()?;
-        let counters = self
+        let mut counters = self
             .stats
             .read()
             .map_err(io_err("read the counters in", &self.root))?;
+        counters.add(self.pending.peek());
         Ok(CacheStats {
             root: self.root.clone(),
             entries: infos.len(),
@@ -141,7 +150,10 @@ impl Cache {
     /// is using; also empties the trash and removes staging left by dead builders.
     pub fn clear(&self, unused_for: Option<Duration>) -> Result<Removal, CacheError> {
         let now = SystemTime::now();
-        let mut report = Removal::default();
+        let mut report = Removal {
+            strays: self.remove_strays(),
+            ..Removal::default()
+        };
         for info in self.list()? {
             let idle = now.duration_since(info.last_used).unwrap_or_default();
             if unused_for.is_some_and(|limit| idle < limit) {
@@ -200,24 +212,75 @@ impl Cache {
         Ok(())
     }
 
-    /// Removes one entry unless a live process holds it.
+    /// Removes one entry unless a live process holds it: readers hold a shared lock on its
+    /// manifest for as long as they use it, so the remover takes it exclusively (without
+    /// waiting), unlinks the manifest (so a reader that was about to lock it sees it gone),
+    /// then moves the entry to the trash.
     fn remove_entry(&self, key: &Key) -> Result<Outcome, CacheError> {
-        let Some(in_use) = FileLock::try_acquire(&self.use_lock_path(key), LockKind::Exclusive)?
-        else {
-            return Ok(Outcome::InUse);
+        let Some(shard) = self.open_shard(key)? else {
+            return Ok(Outcome::Gone);
         };
+        let path = self.entry_path(key);
+        let dir = match fsat::open_dir(&shard, key.as_str()).map_err(io_err("open", &path))? {
+            Opened::Found(dir) => Some(dir),
+            Opened::Missing => return Ok(Outcome::Gone),
+            Opened::WrongType => None,
+        };
+        let manifest = match &dir {
+            Some(dir) => match fsat::open_file(dir, MANIFEST_FILE, true)
+                .map_err(io_err("open", path.join(MANIFEST_FILE)))?
+            {
+                Opened::Found(file) => Some(file),
+                Opened::Missing | Opened::WrongType => None,
+            },
+            None => None,
+        };
+        if let (Some(dir), Some(manifest)) = (&dir, &manifest) {
+            match manifest.try_lock() {
+                Ok(()) => {}
+                Err(fs::TryLockError::WouldBlock) => return Ok(Outcome::InUse),
+                Err(fs::TryLockError::Error(e)) => {
+                    return Err(io_err("lock", path.join(MANIFEST_FILE))(e));
+                }
+            }
+            match rustix::fs::unlinkat(dir, MANIFEST_FILE, rustix::fs::AtFlags::empty()) {
+                Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+                Err(e) => return Err(io_err("remove", path.join(MANIFEST_FILE))(e.into())),
+            }
+        }
         let removed = self.move_to_trash(key)?;
-        if let Some(building) =
-            FileLock::try_acquire(&self.build_lock_path(key), LockKind::Exclusive)?
-        {
+        if let Some(building) = FileLock::try_acquire(&self.build_lock_path(key))? {
             building.unlink();
         }
-        in_use.unlink();
         Ok(if removed {
             Outcome::Removed
         } else {
             Outcome::Gone
         })
+    }
+
+    /// Removes symlinks and files that stand where shard directories should be, without
+    /// following them.
+    fn remove_strays(&self) -> Vec<PathBuf> {
+        let Ok((_, strays)) = self.keys() else {
+            return Vec::new();
+        };
+        strays
+            .into_iter()
+            .filter(|stray| match fs::remove_file(stray) {
+                Ok(()) => {
+                    tracing::warn!(
+                        "removed {}, which stood where a kernel cache directory should be",
+                        stray.display()
+                    );
+                    true
+                }
+                Err(e) => {
+                    tracing::warn!("cannot remove {}: {e}", stray.display());
+                    false
+                }
+            })
+            .collect()
     }
 
     /// Empties the trash and removes staging directories whose builder is gone.
@@ -241,9 +304,7 @@ impl Cache {
                 continue;
             };
             // A live builder holds the build lock of its key.
-            if let Ok(Some(_free)) =
-                FileLock::try_acquire(&self.build_lock_path(&key), LockKind::Exclusive)
-            {
+            if let Ok(Some(_free)) = FileLock::try_acquire(&self.build_lock_path(&key)) {
                 let _ = fs::remove_dir_all(item.path());
             }
         }
@@ -269,7 +330,10 @@ impl Cache {
             if self.entry_path(&key).exists() {
                 continue;
             }
-            if let Ok(Some(lock)) = FileLock::try_acquire(&item.path(), LockKind::Exclusive)
+            // `.use` files are in-use locks of earlier versions, which nothing takes any more.
+            if name.ends_with(".use") {
+                let _ = fs::remove_file(item.path());
+            } else if let Ok(Some(lock)) = FileLock::try_acquire(&item.path())
                 && !self.entry_path(&key).exists()
             {
                 lock.unlink();
@@ -277,12 +341,18 @@ impl Cache {
         }
     }
 
-    /// Keys of all published entries (directory scan).
-    fn keys(&self) -> Result<Vec<Key>, CacheError> {
+    /// Keys of all published entries (directory scan), and the symlinks or files that stand
+    /// where shard directories should be (never followed).
+    fn keys(&self) -> Result<(Vec<Key>, Vec<PathBuf>), CacheError> {
         let entries = self.root.join(ENTRIES);
         let mut keys = Vec::new();
+        let mut strays = Vec::new();
         for shard in fs::read_dir(&entries).map_err(io_err("list", &entries))? {
             let shard = shard.map_err(io_err("list", &entries))?;
+            if !shard.file_type().is_ok_and(|t| t.is_dir()) {
+                strays.push(shard.path());
+                continue;
+            }
             let shard_name = shard.file_name();
             let Some(shard_name) = shard_name.to_str() else {
                 continue;
@@ -299,14 +369,15 @@ impl Cache {
             }
         }
         keys.sort();
-        Ok(keys)
+        Ok((keys, strays))
     }
 }
 
 fn read_manifest(path: &Path, key: &Key) -> Result<Manifest, String> {
+    // O_NOATIME: listing is not a use of the entry.
     let mut file = OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NOATIME)
         .open(path)
         .map_err(|e| match e.kind() {
             io::ErrorKind::NotFound => format!("{MANIFEST_FILE} is missing"),

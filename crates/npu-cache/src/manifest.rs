@@ -1,9 +1,6 @@
 //! The manifest: an entry's commit record, written last before the entry is published.
 
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::{self, Read};
-use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sha2::{Digest, Sha256};
@@ -135,18 +132,6 @@ fn summarise((name, value): (&str, &[u8])) -> InputSummary {
         sha256: hex(&Sha256::digest(value)),
         preview,
     }
-}
-
-/// The sha256 (hex) of everything `reader` yields.
-pub(crate) fn sha256_of(reader: &mut impl Read) -> io::Result<String> {
-    let mut hasher = Sha256::new();
-    io::copy(reader, &mut hasher)?;
-    Ok(hex(&hasher.finalize()))
-}
-
-/// The sha256 of a file.
-pub(crate) fn sha256_file(path: &Path) -> io::Result<String> {
-    sha256_of(&mut File::open(path)?)
 }
 
 /// Parses a manifest; the error says what is wrong with it.

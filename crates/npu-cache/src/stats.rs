@@ -1,13 +1,17 @@
 //! Persistent hit/miss counters, shared by every process that uses one cache root.
 //!
 //! The file `<root>/stats` holds one `name value` line per counter and is updated in place
-//! under an exclusive lock on itself. Counters are best effort: a failure to update them is
-//! logged at debug level and never fails a lookup.
+//! under an exclusive lock on itself. A cache hit writes nothing: each handle counts in memory
+//! ([`Pending`]) and adds its counts to the file after a build (which takes seconds anyway),
+//! when it is dropped, and at process exit for the process-wide handles. Counters are best
+//! effort: a failure to update them is logged at debug level and never fails a lookup, and a
+//! process killed outright loses the counts it had not written yet.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The counters of one cache root.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -20,15 +24,27 @@ pub struct Counters {
     pub damaged: u64,
     /// Entries removed by eviction or `clear`.
     pub removed: u64,
+    /// Local misses served by the remote cache.
+    pub remote_hits: u64,
+    /// Local misses the remote cache did not have (or had only in an unusable form).
+    pub remote_misses: u64,
+    /// Remote calls that failed or timed out, and remote values that did not verify.
+    pub remote_errors: u64,
+    /// Entries published to the remote cache.
+    pub remote_puts: u64,
 }
 
 impl Counters {
-    fn fields(&mut self) -> [(&'static str, &mut u64); 4] {
+    fn fields(&mut self) -> [(&'static str, &mut u64); 8] {
         [
             ("hits", &mut self.hits),
             ("misses", &mut self.misses),
             ("damaged", &mut self.damaged),
             ("removed", &mut self.removed),
+            ("remote_hits", &mut self.remote_hits),
+            ("remote_misses", &mut self.remote_misses),
+            ("remote_errors", &mut self.remote_errors),
+            ("remote_puts", &mut self.remote_puts),
         ]
     }
 
@@ -55,11 +71,57 @@ impl Counters {
             .collect()
     }
 
-    fn add(&mut self, delta: Counters) {
-        self.hits = self.hits.saturating_add(delta.hits);
-        self.misses = self.misses.saturating_add(delta.misses);
-        self.damaged = self.damaged.saturating_add(delta.damaged);
-        self.removed = self.removed.saturating_add(delta.removed);
+    /// Adds `delta`, field by field.
+    pub fn add(&mut self, mut delta: Counters) {
+        for ((_, mine), (_, theirs)) in self.fields().into_iter().zip(delta.fields()) {
+            *mine = mine.saturating_add(*theirs);
+        }
+    }
+
+    fn is_zero(mut self) -> bool {
+        self.fields().iter().all(|(_, v)| **v == 0)
+    }
+}
+
+/// Counts not yet written to the stats file, kept in memory by one handle.
+#[derive(Debug, Default)]
+pub(crate) struct Pending {
+    slots: [AtomicU64; 8],
+}
+
+impl Pending {
+    pub(crate) fn add(&self, mut delta: Counters) {
+        for (slot, (_, value)) in self.slots.iter().zip(delta.fields()) {
+            if *value != 0 {
+                slot.fetch_add(*value, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The pending counts, without taking them.
+    pub(crate) fn peek(&self) -> Counters {
+        let mut c = Counters::default();
+        for (slot, (_, value)) in self.slots.iter().zip(c.fields()) {
+            *value = slot.load(Ordering::Relaxed);
+        }
+        c
+    }
+
+    /// Takes the pending counts (they are zero afterwards).
+    fn take(&self) -> Counters {
+        let mut c = Counters::default();
+        for (slot, (_, value)) in self.slots.iter().zip(c.fields()) {
+            *value = slot.swap(0, Ordering::Relaxed);
+        }
+        c
+    }
+
+    /// Writes the pending counts to `file`.
+    pub(crate) fn flush_to(&self, file: &StatsFile) {
+        let delta = self.take();
+        if !delta.is_zero() {
+            file.add(delta);
+        }
     }
 }
 
@@ -156,7 +218,8 @@ mod tests {
                 hits: 3,
                 misses: 1,
                 damaged: 1,
-                removed: 3
+                removed: 3,
+                ..Counters::default()
             }
         );
     }
@@ -178,6 +241,25 @@ mod tests {
             }
         });
         assert_eq!(StatsFile::new(tmp.path()).read().unwrap().hits, 200);
+    }
+
+    #[test]
+    fn pending_counts_reach_the_file_only_when_flushed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = StatsFile::new(tmp.path());
+        let pending = Pending::default();
+        pending.add(Counters {
+            hits: 2,
+            remote_errors: 1,
+            ..Counters::default()
+        });
+        assert!(!tmp.path().join("stats").exists(), "nothing written yet");
+        assert_eq!(pending.peek().hits, 2);
+        pending.flush_to(&file);
+        pending.flush_to(&file);
+        let stored = file.read().unwrap();
+        assert_eq!((stored.hits, stored.remote_errors), (2, 1));
+        assert_eq!(pending.peek(), Counters::default());
     }
 
     #[test]

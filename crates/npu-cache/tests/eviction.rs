@@ -44,13 +44,14 @@ fn entry_bytes(cache: &Cache, name: &str) -> u64 {
         .bytes
 }
 
+/// The last use is the later of the manifest's access and modification times.
 fn set_last_use(cache: &Cache, name: &str, when: SystemTime) {
     let manifest = cache.entry_path(&key(name)).join("manifest.json");
     fs::File::options()
         .write(true)
         .open(manifest)
         .unwrap()
-        .set_modified(when)
+        .set_times(fs::FileTimes::new().set_accessed(when).set_modified(when))
         .unwrap();
 }
 
@@ -163,20 +164,21 @@ fn clear_sweeps_leftovers_of_dead_builders() {
         .join("trash")
         .join(format!("{k}.999999.zzzzzzzz"));
     fs::create_dir_all(&trash).unwrap();
-    // A lookup that misses leaves an in-use lock file behind; a failed build a build lock.
+    // A lookup that misses leaves nothing behind; a failed build leaves its build lock.
+    let locks = || fs::read_dir(tmp.path().join("locks")).unwrap().count();
     assert!(cache.lookup(&inputs("never-built")).unwrap().is_none());
+    assert_eq!(locks(), 0);
     let failed = cache.get_or_build(&inputs("fails"), |_| Err("no"));
     assert!(failed.is_err());
     let kept = build(&cache, "kept", 10);
-    let locks = || fs::read_dir(tmp.path().join("locks")).unwrap().count();
-    assert_eq!(locks(), 5);
+    assert_eq!(locks(), 2);
 
     let report = cache.clear(None).unwrap();
     assert_eq!(report.in_use, [kept.key().clone()]);
     assert!(!leftover.exists());
     assert!(!trash.exists());
-    // Only the locks of the entry still in use remain.
-    assert_eq!(locks(), 2);
+    // Only the lock of the entry still in use remains.
+    assert_eq!(locks(), 1);
     drop(kept);
 }
 

@@ -104,9 +104,87 @@ fn manifest_of_another_key() {
     });
 }
 
+/// A file the manifest does not list is never handed out (neither `bytes` nor `file` know
+/// it), so a lookup serves the entry; `verify` reports it.
 #[test]
-fn unlisted_file() {
-    rebuilt_after(|_, data| fs::write(data.join("intruder.so"), b"x").unwrap());
+fn unlisted_file_is_never_served_and_verify_reports_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = Cell::new(0);
+    let cache = Cache::at(tmp.path()).unwrap();
+    let data = cache
+        .get_or_build(&inputs(), build(&runs))
+        .unwrap()
+        .dir()
+        .to_owned();
+    fs::write(data.join("intruder.so"), b"x").unwrap();
+    let entry = cache.lookup(&inputs()).unwrap().unwrap();
+    assert_eq!(entry.file("intruder.so"), None);
+    assert_eq!(entry.bytes("intruder.so"), None);
+    let report = cache.verify_all().unwrap();
+    assert_eq!(
+        report[0].problem.as_deref(),
+        Some("data/intruder.so is not listed in the manifest")
+    );
+}
+
+#[test]
+fn a_file_where_the_entry_directory_should_be_is_repaired() {
+    rebuilt_after(|entry, _| {
+        fs::remove_dir_all(entry).unwrap();
+        fs::write(entry, b"not a directory").unwrap();
+    });
+}
+
+#[test]
+fn a_symlink_where_the_entry_directory_should_be_is_repaired_without_following_it() {
+    let outside = tempfile::tempdir().unwrap();
+    fs::write(outside.path().join("keep"), b"precious").unwrap();
+    let target = outside.path().to_owned();
+    rebuilt_after(move |entry, _| {
+        fs::remove_dir_all(entry).unwrap();
+        std::os::unix::fs::symlink(&target, entry).unwrap();
+    });
+    assert_eq!(fs::read(outside.path().join("keep")).unwrap(), b"precious");
+}
+
+#[test]
+fn checksums_are_checked_on_every_lookup_of_one_handle() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = Cell::new(0);
+    let cache = Cache::at(tmp.path()).unwrap();
+    let data = cache
+        .get_or_build(&inputs(), build(&runs))
+        .unwrap()
+        .dir()
+        .to_owned();
+    assert!(cache.lookup(&inputs()).unwrap().is_some());
+    // Same size, one byte different: only the checksum can tell, and this handle has
+    // checked the entry before.
+    let mut bytes = fs::read(data.join("aie.elf")).unwrap();
+    bytes[0] ^= 1;
+    fs::write(data.join("aie.elf"), &bytes).unwrap();
+    assert!(cache.lookup(&inputs()).unwrap().is_none());
+    cache.get_or_build(&inputs(), build(&runs)).unwrap();
+    assert_eq!(runs.get(), 2);
+}
+
+/// The bytes an entry hands out are the bytes that were checked, even if the file on disk
+/// changes afterwards.
+#[test]
+fn served_bytes_are_the_checked_bytes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = Cell::new(0);
+    let cache = Cache::at(tmp.path()).unwrap();
+    drop(cache.get_or_build(&inputs(), build(&runs)).unwrap());
+    let entry = cache.lookup(&inputs()).unwrap().unwrap();
+    let path = entry.file("aie.elf").unwrap();
+    fs::write(&path, vec![9u8; 1000]).unwrap();
+    assert_eq!(&*entry.bytes("aie.elf").unwrap(), &vec![7u8; 1000][..]);
+    assert_eq!(&*entry.bytes("sub/insts.bin").unwrap(), &[1, 2, 3, 4]);
+    let mut entry = entry;
+    entry.release_contents();
+    assert_eq!(entry.bytes("aie.elf"), None);
+    assert!(entry.file("aie.elf").is_some());
 }
 
 #[test]

@@ -32,15 +32,18 @@ fn eight_processes_on_a_cold_key_build_once() {
     assert_eq!(log_count(&log, "start"), 1, "exactly one build");
     assert_eq!(log_count(&log, "done"), 1);
     assert!(entries.iter().all(|e| *e == entries[0]), "{entries:?}");
+    // Each waiter said at once (debug level) whom it waits for: the builder's pid and since
+    // when it builds.
+    let builder = builder_pid(&log);
     let waiters = outputs
         .iter()
-        .filter(|o| stderr(o).contains("waiting for another process or thread to build"))
+        .filter(|o| stderr(o).contains(&format!("waiting for process {builder} (building since")))
         .collect::<Vec<_>>();
     assert_eq!(waiters.len(), 7);
     for w in waiters {
         let err = stderr(w);
         assert!(
-            err.contains(key.as_str()) && err.contains("kernel vec_add"),
+            err.contains("DEBUG") && err.contains(key.as_str()) && err.contains("kernel vec_add"),
             "{err}"
         );
     }
@@ -49,6 +52,56 @@ fn eight_processes_on_a_cold_key_build_once() {
         (stats.entries, stats.counters.misses, stats.counters.hits),
         (1, 1, 7)
     );
+}
+
+/// The pid in the build log's `start` line.
+fn builder_pid(log: &std::path::Path) -> u32 {
+    fs::read_to_string(log)
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("start ").and_then(|p| p.trim().parse().ok()))
+        .expect("a start line")
+}
+
+#[test]
+fn a_waiter_says_whom_it_waits_for_and_gives_up_after_the_wait_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("cache");
+    let log = tmp.path().join("build.log");
+    let gate = tmp.path().join("gate");
+    let builder = spawn(probe(
+        &root,
+        "stuck",
+        &log,
+        &["--hold-build", gate.to_str().unwrap()],
+    ));
+    wait_until("the builder to start", || log_count(&log, "start") == 1);
+    let pid = builder_pid(&log);
+    let waiter = finish(spawn(probe(&root, "stuck", &log, &["--wait", "1.5"])));
+    assert_eq!(waiter.status.code(), Some(1), "{}", stderr(&waiter));
+    let err = stderr(&waiter);
+    assert!(
+        err.contains(&format!(
+            "DEBUG npu_cache::lock: waiting for process {pid} (building since"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "INFO npu_cache::lock: still waiting for process {pid}"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "gave up waiting for process {pid} (building since"
+        )) && err.contains(&format!("kill {pid}"))
+            && err.contains("AMD_TRITON_NPU_CACHE_WAIT_TIMEOUT"),
+        "{err}"
+    );
+    assert_eq!(log_count(&log, "start"), 1, "the waiter did not build");
+    fs::write(&gate, "").unwrap();
+    entry_of(&finish(builder));
 }
 
 #[test]

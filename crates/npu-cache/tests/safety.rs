@@ -225,3 +225,169 @@ fn lock_files_are_private() {
         assert_eq!(meta.mode() & 0o777, 0o600);
     }
 }
+
+#[test]
+fn a_symlinked_root_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let real = tmp.path().join("real");
+    fs::create_dir(&real).unwrap();
+    let link = tmp.path().join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let err = Cache::at(&link).unwrap_err();
+    assert!(matches!(err, CacheError::Unsafe { .. }), "{err:?}");
+    let msg = err.to_string();
+    assert!(msg.contains("it is a symlink (to "), "{msg}");
+    assert!(
+        msg.contains("set AMD_TRITON_NPU_CACHE_DIR to the real directory"),
+        "{msg}"
+    );
+    assert_eq!(
+        fs::read_dir(&real).unwrap().count(),
+        0,
+        "nothing created through the link"
+    );
+}
+
+/// A shard (entries/<2 hex digits>) that is a symlink is refused by lookups and removed by
+/// `clear` without following it: `clear` once deleted what such a link pointed to.
+#[test]
+fn a_symlinked_shard_is_refused_and_clear_never_follows_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = Cache::at(tmp.path().join("c")).unwrap();
+    let inputs = Inputs::new().text("kernel_name", "k");
+    let key = inputs.key();
+    // Outside the cache: a directory that looks like the shard, with an "entry" in it.
+    let outside = tmp.path().join("outside");
+    let victim = outside.join(key.as_str());
+    fs::create_dir_all(victim.join("data")).unwrap();
+    fs::write(victim.join("manifest.json"), b"{}").unwrap();
+    fs::write(victim.join("data/precious"), b"keep me").unwrap();
+    let shard = tmp.path().join("c/entries").join(&key.as_str()[..2]);
+    std::os::unix::fs::symlink(&outside, &shard).unwrap();
+
+    let err = cache.lookup(&inputs).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("it is a symlink"), "{msg}");
+    assert!(msg.contains("triton-npu cache clear --yes"), "{msg}");
+    let err = cache
+        .get_or_build(&inputs, |dir| fs::write(dir.join("a"), b"a"))
+        .unwrap_err();
+    assert!(matches!(err, CacheError::Unsafe { .. }), "{err:?}");
+
+    assert!(
+        cache.list().unwrap().is_empty(),
+        "nothing listed through the link"
+    );
+    let report = cache.clear(None).unwrap();
+    assert_eq!(report.strays, std::slice::from_ref(&shard));
+    assert!(report.removed.is_empty());
+    assert!(fs::symlink_metadata(&shard).is_err(), "the link is gone");
+    assert_eq!(fs::read(victim.join("data/precious")).unwrap(), b"keep me");
+    // And the cache works again.
+    cache
+        .get_or_build(&inputs, |dir| fs::write(dir.join("a"), b"a"))
+        .unwrap();
+}
+
+#[test]
+fn a_shard_writable_by_others_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = Cache::at(tmp.path()).unwrap();
+    let inputs = Inputs::new().text("kernel_name", "k");
+    let data = cache
+        .get_or_build(&inputs, |dir| fs::write(dir.join("a"), b"a"))
+        .unwrap()
+        .dir()
+        .to_owned();
+    let shard = data.parent().unwrap().parent().unwrap().to_owned();
+    assert_eq!(mode(&shard), 0o700, "shards are created private");
+    fs::set_permissions(&shard, fs::Permissions::from_mode(0o777)).unwrap();
+    let err = cache.lookup(&inputs).unwrap_err();
+    assert!(matches!(err, CacheError::Unsafe { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("group and others (mode 0777)"),
+        "{err}"
+    );
+    assert!(err.to_string().contains(shard.to_str().unwrap()), "{err}");
+}
+
+#[test]
+fn a_lock_file_others_can_write_or_that_belongs_to_another_user_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = Cache::at(tmp.path()).unwrap();
+    let inputs = Inputs::new().text("kernel_name", "k");
+    let lock = tmp
+        .path()
+        .join("locks")
+        .join(format!("{}.lock", inputs.key()));
+    fs::write(&lock, b"").unwrap();
+    fs::set_permissions(&lock, fs::Permissions::from_mode(0o646)).unwrap();
+    let err = cache
+        .get_or_build(&inputs, |dir| fs::write(dir.join("a"), b"a"))
+        .unwrap_err();
+    assert!(matches!(err, CacheError::Unsafe { .. }), "{err:?}");
+    assert!(err.to_string().contains("others (mode 0646)"), "{err}");
+    if is_root() {
+        fs::set_permissions(&lock, fs::Permissions::from_mode(0o600)).unwrap();
+        std::os::unix::fs::chown(&lock, Some(NOBODY), Some(NOBODY)).unwrap();
+        let err = cache
+            .get_or_build(&inputs, |dir| fs::write(dir.join("a"), b"a"))
+            .unwrap_err();
+        assert!(err.to_string().contains("owned by uid 65534"), "{err}");
+    }
+}
+
+/// Every file and directory of the cache, with what a write would change.
+fn snapshot(root: &Path) -> Vec<(std::path::PathBuf, i64, i64, i64, i64, u64)> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_owned()];
+    while let Some(path) = stack.pop() {
+        let m = fs::symlink_metadata(&path).unwrap();
+        out.push((
+            path.clone(),
+            m.mtime(),
+            m.mtime_nsec(),
+            m.ctime(),
+            m.ctime_nsec(),
+            m.size(),
+        ));
+        if m.is_dir() {
+            for item in fs::read_dir(&path).unwrap() {
+                stack.push(item.unwrap().path());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn a_cache_hit_writes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("c");
+    let inputs = Inputs::new().text("kernel_name", "k");
+    {
+        let cache = Cache::at(&root).unwrap();
+        drop(
+            cache
+                .get_or_build(&inputs, |dir| fs::write(dir.join("aie.elf"), b"elf"))
+                .unwrap(),
+        );
+    }
+    // Let the clock move on, so that any write would show in a time stamp.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let before = snapshot(&root);
+    let cache = Cache::at(&root).unwrap();
+    for _ in 0..3 {
+        let hit = cache
+            .get_or_build(&inputs, |_| -> std::io::Result<()> { panic!("must hit") })
+            .unwrap();
+        assert_eq!(&*hit.bytes("aie.elf").unwrap(), b"elf");
+        assert!(cache.lookup(&inputs).unwrap().is_some());
+    }
+    assert_eq!(snapshot(&root), before, "a hit changed the cache on disk");
+    // The hits are counted in memory, and written when the handle goes.
+    assert_eq!(cache.stats().unwrap().counters.hits, 6);
+    drop(cache);
+    assert_eq!(Cache::at(&root).unwrap().stats().unwrap().counters.hits, 6);
+}

@@ -18,8 +18,11 @@ pub enum CacheCommand {
     Stats,
     /// Check every file of every entry against its sha256; exit 1 if any entry is damaged.
     Verify,
-    /// Remove entries (all, or those unused for longer than --older-than).
+    /// Remove entries (all, or those unused for longer than --older-than); with --failed, the
+    /// kept logs of failed compiles instead.
     Clear(ClearArgs),
+    /// List the kept logs of failed compiles (`<cache>/failed/`).
+    Failed,
 }
 
 #[derive(Debug, clap::Args)]
@@ -30,6 +33,9 @@ pub struct ClearArgs {
     /// Really remove them (nothing is removed without it).
     #[arg(long)]
     pub yes: bool,
+    /// Remove the kept logs of failed compiles rather than entries.
+    #[arg(long)]
+    pub failed: bool,
 }
 
 /// Runs a `cache` subcommand; returns the exit code (0 ok, 1 failure or damage, 2 refused).
@@ -45,7 +51,9 @@ pub fn run(args: &CacheArgs) -> u8 {
         CacheCommand::Ls => ls(&cache),
         CacheCommand::Stats => stats(&cache),
         CacheCommand::Verify => verify(&cache),
+        CacheCommand::Clear(clear_args) if clear_args.failed => clear_failed(&cache, clear_args),
         CacheCommand::Clear(clear_args) => clear(&cache, clear_args),
+        CacheCommand::Failed => failed(&cache),
     };
     outcome.unwrap_or_else(|e| {
         eprintln!("triton-npu cache: {e}");
@@ -107,6 +115,13 @@ fn stats(cache: &Cache) -> Result<u8, npu_cache::CacheError> {
         s.counters.damaged
     );
     println!("removed:  {} (evicted or cleared)", s.counters.removed);
+    println!(
+        "remote:   {} hits, {} misses, {} errors, {} published",
+        s.counters.remote_hits,
+        s.counters.remote_misses,
+        s.counters.remote_errors,
+        s.counters.remote_puts
+    );
     println!("(counters are stored in the cache and shared by every process that uses it)");
     Ok(0)
 }
@@ -154,6 +169,12 @@ fn clear(cache: &Cache, args: &ClearArgs) -> Result<u8, npu_cache::CacheError> {
         return Ok(2);
     }
     let report = cache.clear(args.older_than)?;
+    for stray in &report.strays {
+        println!(
+            "removed {}, a symlink or file where a cache directory should be (not followed)",
+            stray.display()
+        );
+    }
     println!(
         "removed {} entries ({}) from {}",
         report.removed.len(),
@@ -166,6 +187,44 @@ fn clear(cache: &Cache, args: &ClearArgs) -> Result<u8, npu_cache::CacheError> {
             report.in_use.len()
         );
     }
+    Ok(0)
+}
+
+fn failed(cache: &Cache) -> Result<u8, npu_cache::CacheError> {
+    let failed = cache.failed_compiles()?;
+    let now = SystemTime::now();
+    for f in &failed {
+        println!(
+            "{}  {:<24}  {:>6} ago  {}",
+            f.path.display(),
+            f.kernel,
+            human_age(now, f.when),
+            f.files.join(" ")
+        );
+    }
+    eprintln!(
+        "{} failed compiles kept in {} (`triton-npu cache clear --failed --yes` removes them)",
+        failed.len(),
+        cache.root().join("failed").display()
+    );
+    Ok(0)
+}
+
+fn clear_failed(cache: &Cache, args: &ClearArgs) -> Result<u8, npu_cache::CacheError> {
+    if !args.yes {
+        let count = cache.failed_compiles()?.len();
+        eprintln!(
+            "triton-npu cache clear --failed: refusing to remove the logs of {count} failed \
+             compiles without --yes"
+        );
+        return Ok(2);
+    }
+    let removed = cache.clear_failed(args.older_than)?;
+    println!(
+        "removed the logs of {} failed compiles from {}",
+        removed.len(),
+        cache.root().join("failed").display()
+    );
     Ok(0)
 }
 

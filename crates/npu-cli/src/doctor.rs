@@ -177,9 +177,67 @@ pub fn collect(host: &Host) -> Report {
 
     tools(&mut r, &config, host);
     runtimes(&mut r, &config, &driver_host);
+    remote_cache(&mut r, &config);
 
     r.usable = r.errors.is_empty();
     r
+}
+
+/// The remote kernel cache (Triton's `TRITON_REMOTE_CACHE_BACKEND`): what it is, the mode, and
+/// whether it answers (one lookup of a key no entry has, within the remote timeout).
+fn remote_cache(r: &mut Report, config: &Config) {
+    use npu_target::RemoteCacheMode;
+    let configured = std::env::var_os("TRITON_REMOTE_CACHE_BACKEND").is_some_and(|v| !v.is_empty());
+    let link = npu_cache::remote::installed();
+    let described = link.as_ref().and_then(|l| l.describe());
+    let (Some(link), Some(what)) = (link, described) else {
+        if configured {
+            r.push(
+                "remote cache",
+                Status::Warn,
+                "TRITON_REMOTE_CACHE_BACKEND is set, but the standalone binary cannot reach a \
+                 Python backend"
+                    .to_owned(),
+                Some(
+                    "run `python -m triton_npu doctor` (or the `triton-npu` of the Python \
+                      package)"
+                        .to_owned(),
+                ),
+            );
+        } else {
+            r.push(
+                "remote cache",
+                Status::Missing,
+                "none (TRITON_REMOTE_CACHE_BACKEND is not set)".to_owned(),
+                None,
+            );
+        }
+        return;
+    };
+    let mode = match config.remote_cache {
+        RemoteCacheMode::On => "fetch and publish",
+        RemoteCacheMode::Read => "fetch only (AMD_TRITON_NPU_REMOTE_CACHE=read)",
+        RemoteCacheMode::Off => "not used (AMD_TRITON_NPU_REMOTE_CACHE=off)",
+    };
+    // A key no entry can have: 64 zeros is not the sha256 of any input set we know of.
+    match link.get(&"0".repeat(64), config.remote_cache_timeout) {
+        Ok(_) => r.push(
+            "remote cache",
+            Status::Ok,
+            format!("{what}: answers; {mode}"),
+            None,
+        ),
+        Err(e) => r.push(
+            "remote cache",
+            Status::Warn,
+            format!("{what}: does not answer ({e}); kernels are built locally"),
+            Some(
+                "start the remote (or fix TRITON_REDIS_HOST / TRITON_REDIS_PORT), or unset \
+                 TRITON_REMOTE_CACHE_BACKEND"
+                    .to_owned(),
+            ),
+        ),
+    }
 }
 
 /// One line per tool: where it was found and its version, or every place looked.

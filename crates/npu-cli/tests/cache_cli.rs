@@ -71,6 +71,8 @@ fn stats_counts_entries_hits_and_misses() {
     cache.lookup(&inputs("a")).unwrap().unwrap();
     cache.lookup(&inputs("a")).unwrap().unwrap();
     cache.lookup(&inputs("c")).unwrap();
+    // A handle counts hits in memory and writes them after a build, when dropped or at exit.
+    cache.flush_counters();
     let o = run(cache.root(), &["stats"]);
     assert!(o.status.success(), "{}", err(&o));
     let text = out(&o);
@@ -131,7 +133,10 @@ fn clear_older_than_keeps_recent_entries() {
         .write(true)
         .open(manifest)
         .unwrap()
-        .set_modified(SystemTime::now() - Duration::from_secs(3 * 86_400))
+        .set_times({
+            let then = SystemTime::now() - Duration::from_secs(3 * 86_400);
+            fs::FileTimes::new().set_accessed(then).set_modified(then)
+        })
         .unwrap();
 
     let o = run(cache.root(), &["clear", "--older-than", "2d", "--yes"]);
@@ -149,6 +154,41 @@ fn clear_keeps_entries_in_use() {
     assert!(o.status.success(), "{}", err(&o));
     assert!(out(&o).contains("kept 1 entries in use"), "{}", out(&o));
     assert!(held.file("aie.elf").unwrap().exists());
+}
+
+#[test]
+fn failed_compiles_are_listed_and_cleared() {
+    let (_tmp, cache) = populated(&[]);
+    let kept = cache.failed_dir("add_kernel").unwrap();
+    fs::write(kept.join("aircc.log"), "error: boom").unwrap();
+    let o = run(cache.root(), &["failed"]);
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(out(&o).contains(kept.to_str().unwrap()), "{}", out(&o));
+    assert!(out(&o).contains("add_kernel") && out(&o).contains("aircc.log"));
+    assert!(err(&o).contains("1 failed compiles kept"), "{}", err(&o));
+    let o = run(cache.root(), &["clear", "--failed"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(kept.exists());
+    let o = run(cache.root(), &["clear", "--failed", "--yes"]);
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(out(&o).contains("removed the logs of 1 failed compiles"));
+    assert!(!kept.exists());
+}
+
+#[test]
+fn clear_removes_a_symlinked_shard_without_following_it() {
+    let (tmp, cache) = populated(&["a"]);
+    let outside = tmp.path().join("outside");
+    fs::create_dir_all(outside.join("ffff")).unwrap();
+    fs::write(outside.join("ffff/precious"), b"keep").unwrap();
+    let link = cache.root().join("entries/ff");
+    std::os::unix::fs::symlink(&outside, &link).unwrap();
+    let o = run(cache.root(), &["clear", "--yes"]);
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(out(&o).contains("(not followed)"), "{}", out(&o));
+    assert!(out(&o).contains("removed 1 entries"), "{}", out(&o));
+    assert!(fs::symlink_metadata(&link).is_err());
+    assert_eq!(fs::read(outside.join("ffff/precious")).unwrap(), b"keep");
 }
 
 #[test]

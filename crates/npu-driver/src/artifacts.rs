@@ -104,38 +104,57 @@ pub struct Compiled {
     pub format: OutputFormat,
     /// The symbol the runtime looks up.
     pub symbol: String,
+    /// The bytes the HSA runtime loads, exactly as the cache checked them against the entry's
+    /// manifest (so nothing can swap the files between the check and the load); `None` for
+    /// artifacts that did not come from the cache, which are read from `dir`.
+    pub checked: Option<CheckedFiles>,
+}
+
+/// Files of a cache entry, as checked.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CheckedFiles {
+    pub hsaco: Option<Arc<[u8]>>,
+    pub elf: Option<Arc<[u8]>>,
 }
 
 impl Compiled {
-    /// Reads what a finished build left in `dir`; anything missing is an error (the cache
-    /// verified the files it lists, so this catches a build that wrote too little).
-    pub fn read(
-        dir: &Path,
+    /// Artifacts found in `dir` (not through the cache): read from disk when loaded.
+    pub fn at(dir: PathBuf, format: OutputFormat, symbol: String) -> Compiled {
+        Compiled {
+            dir,
+            format,
+            symbol,
+            checked: None,
+        }
+    }
+
+    /// What a finished build left in a cache entry, taken from the bytes the cache checked.
+    /// Anything the format needs that the entry lacks is an error (a build that wrote too
+    /// little).
+    pub fn from_entry(
+        entry: &npu_cache::Entry,
         format: OutputFormat,
         runtime: RuntimeKind,
         triton_name: &str,
     ) -> Result<Compiled, DriverError> {
-        let need = |name: &str| -> Result<PathBuf, DriverError> {
-            let p = dir.join(name);
-            if p.is_file() {
-                Ok(p)
-            } else {
-                Err(DriverError::Incomplete {
-                    dir: dir.to_owned(),
-                    what: name.to_owned(),
-                })
-            }
+        let dir = entry.dir();
+        let need = |name: &str| -> Result<Arc<[u8]>, DriverError> {
+            entry.bytes(name).ok_or_else(|| DriverError::Incomplete {
+                dir: dir.to_owned(),
+                what: name.to_owned(),
+            })
         };
         let symbol = match format {
             OutputFormat::Elf => {
                 need(ELF)?;
-                let name = std::fs::read_to_string(need(ELF_KERNEL_NAME)?).map_err(|_| {
-                    DriverError::Incomplete {
+                let name = need(ELF_KERNEL_NAME)?;
+                std::str::from_utf8(&name)
+                    .map_err(|_| DriverError::Incomplete {
                         dir: dir.to_owned(),
                         what: ELF_KERNEL_NAME.into(),
-                    }
-                })?;
-                name.trim().to_owned()
+                    })?
+                    .trim()
+                    .to_owned()
             }
             OutputFormat::Xclbin => {
                 need(XCLBIN)?;
@@ -148,13 +167,19 @@ impl Compiled {
                 triton_name.to_owned()
             }
         };
-        if runtime == RuntimeKind::Hsa {
-            need(HSACO)?;
-        }
+        let hsaco = if runtime == RuntimeKind::Hsa {
+            Some(need(HSACO)?)
+        } else {
+            None
+        };
         Ok(Compiled {
             dir: dir.to_owned(),
             format,
             symbol,
+            checked: Some(CheckedFiles {
+                hsaco,
+                elf: entry.bytes(ELF),
+            }),
         })
     }
 
@@ -162,20 +187,25 @@ impl Compiled {
     pub fn artifact(&self, runtime: RuntimeKind) -> Result<Artifact, DriverError> {
         match (runtime, self.format) {
             (RuntimeKind::Hsa, _) => {
-                let path = self.dir.join(HSACO);
-                let bytes = std::fs::read(&path).map_err(|e| DriverError::Hsaco {
-                    kernel: self.symbol.clone(),
-                    reason: format!("cannot read {}: {e}", path.display()),
-                })?;
+                let checked = self.checked.clone().unwrap_or_default();
+                let read = |name: &str, checked: Option<Arc<[u8]>>| match checked {
+                    Some(bytes) => Ok(bytes),
+                    None => {
+                        let path = self.dir.join(name);
+                        std::fs::read(&path)
+                            .map(Arc::from)
+                            .map_err(|e| DriverError::Hsaco {
+                                kernel: self.symbol.clone(),
+                                reason: format!("cannot read {}: {e}", path.display()),
+                            })
+                    }
+                };
+                let bytes = read(HSACO, checked.hsaco)?;
                 // The variables are read from the packed file's full ELF, so they always
                 // match what ROCr will ask for.
                 let variables = match self.format {
                     OutputFormat::Elf => {
-                        let elf =
-                            std::fs::read(self.dir.join(ELF)).map_err(|e| DriverError::Hsaco {
-                                kernel: self.symbol.clone(),
-                                reason: format!("cannot read {ELF}: {e}"),
-                            })?;
+                        let elf = read(ELF, checked.elf)?;
                         let kernels =
                             npu_hsaco::kernels_from_full_elf(&elf, Some(&[self.symbol.as_str()]))
                                 .map_err(|e| DriverError::Hsaco {
@@ -187,7 +217,7 @@ impl Compiled {
                     _ => Vec::new(),
                 };
                 Ok(Artifact::Hsaco {
-                    bytes: Arc::from(bytes),
+                    bytes,
                     kernel_name: self.symbol.clone(),
                     variables,
                 })

@@ -390,7 +390,7 @@ impl ChainBuilder {
         let entry = kernel::cached_build(config, &inputs, |dir| {
             self.build(config, host, target, format, num_args, dir)
         })?;
-        let compiled = Compiled::read(entry.dir(), format, config.runtime, &self.name)?;
+        let compiled = Compiled::from_entry(&entry, format, config.runtime, &self.name)?;
         Ok(CompiledChain {
             entry,
             compiled,

@@ -160,6 +160,7 @@ impl DriverError {
 pub fn cache_kind<B>(e: &npu_cache::CacheError<B>) -> ErrorKind {
     match e {
         npu_cache::CacheError::Unsafe { .. } => ErrorKind::CachePermission,
+        npu_cache::CacheError::WaitTimeout { .. } => ErrorKind::Timeout,
         _ => ErrorKind::Cache,
     }
 }

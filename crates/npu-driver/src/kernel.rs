@@ -212,10 +212,10 @@ pub fn prepare(config: &Config, host: &Host, req: &KernelRequest) -> Result<Prep
     let target = detect_target(config, host)?;
     let format = OutputFormat::resolve(config.output_format, config.runtime, target)?;
     let inputs = cache_inputs(config, host, req, target, format)?;
-    let entry = cached_build(config, &inputs, |dir| {
+    let mut entry = cached_build(config, &inputs, |dir| {
         build(config, host, req, target, format, dir)
     })?;
-    let compiled = Compiled::read(entry.dir(), format, config.runtime, &req.name)?;
+    let mut compiled = Compiled::from_entry(&entry, format, config.runtime, &req.name)?;
     let loaded = if config.compile_only {
         None
     } else {
@@ -223,6 +223,9 @@ pub fn prepare(config: &Config, host: &Host, req: &KernelRequest) -> Result<Prep
         let program = runtime.load(&compiled.artifact(config.runtime)?)?;
         Some((program, runtime))
     };
+    // Loaded: the entry stays in use (safe from eviction) without its bytes in memory.
+    entry.release_contents();
+    compiled.checked = None;
     Ok(Prepared {
         entry,
         compiled,

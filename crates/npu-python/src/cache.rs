@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use npu_cache::{Cache, CacheError, Entry, Inputs};
 use npu_target::Config;
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyTimeoutError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
 
@@ -129,6 +129,8 @@ fn cache_get_or_build(
             })
     })?;
     let dir = outcome.dir().to_owned();
+    let mut outcome = outcome;
+    outcome.release_contents();
     pin(outcome);
     Ok(dir)
 }
@@ -147,7 +149,101 @@ fn cache_key(inputs: &Bound<'_, PyDict>) -> PyResult<String> {
     Ok(inputs_from(inputs)?.key().to_string())
 }
 
+/// The kernel cache's remote: Triton's configured remote-cache backend, reached through
+/// `triton_npu.remote_cache` (taking the GIL for each call; the cache calls it from its own
+/// thread, with a timeout).
+struct PythonRemote;
+
+impl PythonRemote {
+    /// Calls `triton_npu.remote_cache.<name>` on this thread (the GIL taken for it); Python's
+    /// `TimeoutError` means the backend did not answer in time.
+    fn call<T>(
+        name: &str,
+        timeout: Option<std::time::Duration>,
+        args: impl for<'py> FnOnce(Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>>,
+        convert: impl for<'py> FnOnce(&Bound<'py, PyAny>) -> PyResult<T>,
+    ) -> Result<T, npu_cache::remote::CallError> {
+        use npu_cache::remote::CallError;
+        Python::attach(|py| {
+            let run = || -> PyResult<T> {
+                let module = py.import("triton_npu.remote_cache")?;
+                let mut all = args(py)?;
+                if let Some(t) = timeout {
+                    all.push(t.as_secs_f64().into_pyobject(py)?.into_any());
+                }
+                let result = module
+                    .getattr(name)?
+                    .call1(pyo3::types::PyTuple::new(py, all)?)?;
+                convert(&result)
+            };
+            run().map_err(|e| {
+                if let (Some(t), true) = (timeout, e.is_instance_of::<PyTimeoutError>(py)) {
+                    return CallError::Timeout(t);
+                }
+                let kind = e
+                    .get_type(py)
+                    .name()
+                    .map_or_else(|_| "Exception".to_owned(), |n| n.to_string());
+                CallError::Failed(format!("{kind}: {}", e.value(py)))
+            })
+        })
+    }
+}
+
+impl npu_cache::Remote for PythonRemote {
+    fn describe(&self) -> Option<String> {
+        // Cheap when unset: no Python call at all.
+        std::env::var_os("TRITON_REMOTE_CACHE_BACKEND").filter(|v| !v.is_empty())?;
+        PythonRemote::call(
+            "_describe",
+            None,
+            |_| Ok(Vec::new()),
+            |r| r.extract::<Option<String>>(),
+        )
+        .unwrap_or_else(|e| Some(format!("TRITON_REMOTE_CACHE_BACKEND (unusable: {e})")))
+    }
+
+    fn get(
+        &self,
+        key: &str,
+        timeout: std::time::Duration,
+    ) -> Result<Option<Vec<u8>>, npu_cache::remote::CallError> {
+        PythonRemote::call(
+            "_get",
+            Some(timeout),
+            |py| Ok(vec![PyString::new(py, key).into_any()]),
+            |r| {
+                if r.is_none() {
+                    Ok(None)
+                } else {
+                    Ok(Some(r.cast::<PyBytes>()?.as_bytes().to_vec()))
+                }
+            },
+        )
+    }
+
+    fn put(
+        &self,
+        key: &str,
+        value: &[u8],
+        timeout: std::time::Duration,
+    ) -> Result<(), npu_cache::remote::CallError> {
+        PythonRemote::call(
+            "_put",
+            Some(timeout),
+            |py| {
+                Ok(vec![
+                    PyString::new(py, key).into_any(),
+                    PyBytes::new(py, value).into_any(),
+                ])
+            },
+            |_| Ok(()),
+        )
+    }
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    npu_cache::remote::install(Arc::new(PythonRemote));
     m.add_function(wrap_pyfunction!(cache_get_or_build, m)?)?;
     m.add_function(wrap_pyfunction!(cache_dir, m)?)?;
     m.add_function(wrap_pyfunction!(cache_key, m)?)?;

@@ -372,11 +372,7 @@ impl PyChainRunner {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            let compiled = npu_driver::artifacts::Compiled {
-                dir,
-                format: OutputFormat::Elf,
-                symbol: kernel_name,
-            };
+            let compiled = npu_driver::artifacts::Compiled::at(dir, OutputFormat::Elf, kernel_name);
             (compiled, None, name, parse_runtime(runtime)?)
         };
         let config = chain_config(runtime, &None)?;

@@ -145,6 +145,10 @@ pub mod vars {
     pub const COMPILE_TIMEOUT: &str = "AMD_TRITON_NPU_COMPILE_TIMEOUT";
     pub const CACHE_DIR: &str = "AMD_TRITON_NPU_CACHE_DIR";
     pub const CACHE_MAX_BYTES: &str = "AMD_TRITON_NPU_CACHE_MAX_BYTES";
+    pub const CACHE_WAIT_TIMEOUT: &str = "AMD_TRITON_NPU_CACHE_WAIT_TIMEOUT";
+    pub const REMOTE_CACHE: &str = "AMD_TRITON_NPU_REMOTE_CACHE";
+    pub const REMOTE_CACHE_MAX_BYTES: &str = "AMD_TRITON_NPU_REMOTE_CACHE_MAX_BYTES";
+    pub const REMOTE_CACHE_TIMEOUT: &str = "AMD_TRITON_NPU_REMOTE_CACHE_TIMEOUT";
     pub const ROCR_PATH: &str = "AMD_NPU_ROCR_PATH";
     pub const ROCM_PATH: &str = "ROCM_PATH";
     pub const MLIR_AIR_INSTALL_DIR: &str = "MLIR_AIR_INSTALL_DIR";
@@ -300,6 +304,30 @@ pub const VARIABLES: &[Variable] = &[
         "the kernel cache's size cap (e.g. 10G)",
     ),
     var(
+        vars::CACHE_WAIT_TIMEOUT,
+        None,
+        "7200",
+        "seconds to wait for another process's build of the same kernel",
+    ),
+    var(
+        vars::REMOTE_CACHE,
+        None,
+        "on",
+        "on, read or off: use of Triton's remote cache (TRITON_REMOTE_CACHE_BACKEND)",
+    ),
+    var(
+        vars::REMOTE_CACHE_MAX_BYTES,
+        None,
+        "64M",
+        "the largest entry published to or taken from the remote cache",
+    ),
+    var(
+        vars::REMOTE_CACHE_TIMEOUT,
+        None,
+        "5",
+        "seconds one remote-cache call may take",
+    ),
+    var(
         vars::MLIR_AIR_INSTALL_DIR,
         None,
         "",
@@ -346,6 +374,47 @@ pub const VARIABLES: &[Variable] = &[
 
 /// Default for `AMD_TRITON_NPU_COMPILE_TIMEOUT`: one hour, as long as a large aircc run may take.
 pub const DEFAULT_COMPILE_TIMEOUT: Duration = Duration::from_secs(3600);
+/// Default for `AMD_TRITON_NPU_CACHE_WAIT_TIMEOUT`: how long a process waits for another
+/// process's build of the same kernel (two hours: two full-length tool runs).
+pub const DEFAULT_CACHE_WAIT_TIMEOUT: Duration = Duration::from_secs(7200);
+/// Default for `AMD_TRITON_NPU_REMOTE_CACHE_TIMEOUT`: one remote-cache call.
+pub const DEFAULT_REMOTE_CACHE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Default for `AMD_TRITON_NPU_REMOTE_CACHE_MAX_BYTES`: the largest entry published to (or
+/// taken from) the remote cache.
+pub const DEFAULT_REMOTE_CACHE_MAX_BYTES: u64 = 64 << 20;
+
+/// `AMD_TRITON_NPU_REMOTE_CACHE`: how the kernel cache uses Triton's configured remote cache
+/// (`TRITON_REMOTE_CACHE_BACKEND`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RemoteCacheMode {
+    /// Fetch entries missing locally, publish entries built locally (the default).
+    #[default]
+    On,
+    /// Fetch, never publish (e.g. pull-request CI).
+    Read,
+    /// Never use the remote cache.
+    Off,
+}
+
+impl RemoteCacheMode {
+    pub fn parse(text: &str) -> Option<RemoteCacheMode> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "on" | "1" | "readwrite" | "rw" => Some(RemoteCacheMode::On),
+            "read" | "readonly" | "ro" => Some(RemoteCacheMode::Read),
+            "off" | "0" => Some(RemoteCacheMode::Off),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RemoteCacheMode::On => "on",
+            RemoteCacheMode::Read => "read",
+            RemoteCacheMode::Off => "off",
+        }
+    }
+}
 /// Default for `AMD_TRITON_NPU_XRT_MAX_SESSIONS` (upstream's value).
 pub const DEFAULT_XRT_MAX_SESSIONS: usize = 8;
 
@@ -393,6 +462,11 @@ pub struct Config {
     pub hsa_verify_writeback: bool,
     pub compile_timeout: Duration,
     pub cache_max_bytes: Option<u64>,
+    /// How long to wait for another process's build of the same cache entry.
+    pub cache_wait_timeout: Duration,
+    pub remote_cache: RemoteCacheMode,
+    pub remote_cache_max_bytes: u64,
+    pub remote_cache_timeout: Duration,
     pub locations: Locations,
 }
 
@@ -667,6 +741,36 @@ impl Config {
             })?),
         };
 
+        let positive_seconds = |var: &'static str, default: Duration| match env_only(var) {
+            None => Ok(default),
+            Some(v) => parse_seconds(&v, Source::Env(var))?
+                .ok_or_else(|| invalid(Source::Env(var), &v, "a positive number of seconds")),
+        };
+        let cache_wait_timeout =
+            positive_seconds(vars::CACHE_WAIT_TIMEOUT, DEFAULT_CACHE_WAIT_TIMEOUT)?;
+        let remote_cache_timeout =
+            positive_seconds(vars::REMOTE_CACHE_TIMEOUT, DEFAULT_REMOTE_CACHE_TIMEOUT)?;
+        let remote_cache = match env_only(vars::REMOTE_CACHE) {
+            None => RemoteCacheMode::default(),
+            Some(v) => RemoteCacheMode::parse(&v).ok_or_else(|| {
+                invalid(
+                    Source::Env(vars::REMOTE_CACHE),
+                    &v,
+                    "on (fetch and publish), read (fetch only) or off",
+                )
+            })?,
+        };
+        let remote_cache_max_bytes = match env_only(vars::REMOTE_CACHE_MAX_BYTES) {
+            None => DEFAULT_REMOTE_CACHE_MAX_BYTES,
+            Some(v) => parse_byte_size(&v).ok_or_else(|| {
+                invalid(
+                    Source::Env(vars::REMOTE_CACHE_MAX_BYTES),
+                    &v,
+                    "a byte count, optionally with K, M, G or T (e.g. 64M)",
+                )
+            })?,
+        };
+
         let locations = Locations {
             rocr_path: path_var(vars::ROCR_PATH),
             rocm_path: path_var(vars::ROCM_PATH),
@@ -701,6 +805,10 @@ impl Config {
             hsa_verify_writeback,
             compile_timeout,
             cache_max_bytes,
+            cache_wait_timeout,
+            remote_cache,
+            remote_cache_max_bytes,
+            remote_cache_timeout,
             locations,
         })
     }

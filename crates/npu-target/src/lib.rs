@@ -11,7 +11,10 @@ pub mod format;
 pub mod target;
 pub mod xrt_smi;
 
-pub use config::{Config, Locations, Overrides, RuntimeKind, Setting};
+pub use config::{
+    Config, DEFAULT_CACHE_WAIT_TIMEOUT, DEFAULT_REMOTE_CACHE_MAX_BYTES,
+    DEFAULT_REMOTE_CACHE_TIMEOUT, Locations, Overrides, RemoteCacheMode, RuntimeKind, Setting,
+};
 pub use error::{ConfigError, FormatError, Observation, TargetError};
 pub use format::OutputFormat;
 pub use target::{Detection, NpuVersion, ProbeOutcome, TargetProbe};

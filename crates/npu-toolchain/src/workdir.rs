@@ -10,7 +10,9 @@
 //! `<air project path or ./air_project>/<kernel>-<tag or timestamp>/`.
 //!
 //! A failing tool's log outlives the private directory: it is kept in that debug directory
-//! when there is one, else in `<temp>/triton-npu-failed/<kernel>-<random>/`.
+//! when there is one, else in the user's own kernel cache, `<cache>/failed/<kernel>-<random>/`
+//! (private to the user; `triton-npu cache failed` lists these folders and
+//! `triton-npu cache clear --failed --yes` removes them).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -25,6 +27,8 @@ pub(crate) struct WorkDir {
     dir: tempfile::TempDir,
     keep: Option<PathBuf>,
     kernel: String,
+    /// Where failed compiles are kept: the cache this configuration names.
+    config: Config,
 }
 
 impl WorkDir {
@@ -64,6 +68,7 @@ impl WorkDir {
             dir,
             keep,
             kernel: kernel.to_owned(),
+            config: config.clone(),
         })
     }
 
@@ -107,7 +112,7 @@ impl WorkDir {
         let log = self.dir.path().join(log_name);
         let target_dir = match &self.keep {
             Some(keep) => Some(keep.clone()),
-            None => failed_dir(&self.kernel),
+            None => failed_dir(&self.config, &self.kernel),
         };
         let Some(target_dir) = target_dir else {
             return log;
@@ -123,16 +128,17 @@ impl WorkDir {
     }
 }
 
-/// A fresh private directory under `<temp>/triton-npu-failed/`.
-fn failed_dir(kernel: &str) -> Option<PathBuf> {
-    let root = std::env::temp_dir().join("triton-npu-failed");
-    std::fs::create_dir_all(&root).ok()?;
-    tempfile::Builder::new()
-        .prefix(&format!("{}-", file_safe(kernel)))
-        .permissions(private())
-        .tempdir_in(&root)
-        .ok()
-        .map(tempfile::TempDir::keep)
+/// A fresh private folder under the user's kernel cache (`<cache>/failed/`); `None` (the log
+/// stays where it is, and is lost with the work directory) if the cache cannot be used.
+fn failed_dir(config: &Config, kernel: &str) -> Option<PathBuf> {
+    let made = npu_cache::Cache::shared(config).and_then(|cache| cache.failed_dir(kernel));
+    match made {
+        Ok(dir) => Some(dir),
+        Err(e) => {
+            tracing::warn!("cannot keep the logs of the failed compile of {kernel}: {e}");
+            None
+        }
+    }
 }
 
 /// Owner-only access: IR and logs describe the user's kernels.

@@ -11,4 +11,13 @@ _install_upstream_names()
 # Triton before our submodules: its backend discovery imports `compiler` and `driver`, and must
 # not find them half-imported (`from triton_npu import NPUDriver` as a script's first import
 # would otherwise make `import triton` fail with "Found 0 concrete subclasses").
+import os as _os  # noqa: E402
+
 import triton  # noqa: E402, F401
+
+# Triton's own Redis backend needs an alias in triton 3.9's knobs before Triton (or our cache)
+# first creates one; see triton_npu.remote_cache.
+if _os.environ.get("TRITON_REMOTE_CACHE_BACKEND"):
+    from triton_npu import remote_cache as _remote_cache
+
+    _remote_cache.backend_class()

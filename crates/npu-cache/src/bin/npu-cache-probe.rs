@@ -7,11 +7,13 @@
 //!   --hold-entry FILE   after getting the entry, keep it in use until FILE exists
 //!   --fail              the build fails after writing its files
 //!   --size N            bytes of the main artifact (default 4096)
+//!   --wait S            wait at most S seconds for another builder (default: the cache's)
 //! ```
 //!
 //! The build appends `start <pid>` and `done <pid>` lines to the build log. On success the
 //! probe prints `<entry data dir>\t<sha256 over the entry's files>` and exits 0; a failed build
-//! exits 3, any other error 1 (message on stderr). Logs go to stderr at info level.
+//! exits 3, any other error 1 (message on stderr). Logs go to stderr: the cache's at debug
+//! level, everything else at info level.
 
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -30,6 +32,7 @@ struct Args {
     hold_entry: Option<PathBuf>,
     fail: bool,
     size: usize,
+    wait: Option<Duration>,
 }
 
 fn parse() -> Result<Args, String> {
@@ -43,12 +46,20 @@ fn parse() -> Result<Args, String> {
         hold_entry: None,
         fail: false,
         size: 4096,
+        wait: None,
     };
     while let Some(a) = raw.next() {
         match a.as_str() {
             "--hold-build" => args.hold_build = raw.next().map(PathBuf::from),
             "--hold-entry" => args.hold_entry = raw.next().map(PathBuf::from),
             "--fail" => args.fail = true,
+            "--wait" => {
+                args.wait = Some(Duration::from_secs_f64(
+                    raw.next()
+                        .and_then(|s| s.parse().ok())
+                        .ok_or("--wait needs a number of seconds")?,
+                ))
+            }
             "--size" => {
                 args.size = raw
                     .next()
@@ -90,7 +101,7 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(false)
-        .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
+        .with_env_filter(tracing_subscriber::EnvFilter::new("info,npu_cache=debug"))
         .init();
     let args = match parse() {
         Ok(a) => a,
@@ -100,7 +111,10 @@ fn main() -> ExitCode {
         }
     };
     let cache = match Cache::at(&args.root) {
-        Ok(c) => c,
+        Ok(c) => match args.wait {
+            Some(wait) => c.with_build_wait(wait),
+            None => c,
+        },
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(1);

@@ -913,9 +913,10 @@ fn work_and_failure_directories_are_private() {
     assert_eq!(std::fs::read_to_string(&mode_file).unwrap().trim(), "700");
 
     let failing = Prefix::with_env(&[("NPU_HARNESS_FAIL", "aircc")]);
+    let cache = failing.path().join("user-cache");
     let err = compile(
         &failing,
-        &failing.config(&[]),
+        &failing.config(&[("AMD_TRITON_NPU_CACHE_DIR", cache.to_str().unwrap())]),
         &request(
             "k",
             linalg_of("add.ttir"),
@@ -928,11 +929,25 @@ fn work_and_failure_directories_are_private() {
     let ToolchainError::ToolFailed(f) = &err else {
         panic!("{err}")
     };
+    // Under the user's own cache, not in a folder every user of the machine shares.
     let kept = f.log.parent().unwrap();
+    assert!(kept.starts_with(cache.join("failed")), "{}", kept.display());
     assert!(
-        kept.starts_with(std::env::temp_dir().join("triton-npu-failed")),
-        "{}",
-        kept.display()
+        !std::env::temp_dir()
+            .join("triton-npu-failed")
+            .join("k")
+            .exists()
+    );
+    let listed = npu_cache::Cache::at(&cache)
+        .unwrap()
+        .failed_compiles()
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].path, kept);
+    assert!(
+        listed[0].files.iter().any(|f| f.ends_with(".log")),
+        "{:?}",
+        listed[0].files
     );
     assert_eq!(
         std::fs::metadata(kept).unwrap().permissions().mode() & 0o777,
