@@ -23,20 +23,15 @@ pub enum DriverError {
     Toolchain(#[from] npu_toolchain::ToolchainError),
     #[error(transparent)]
     Cache(#[from] npu_cache::CacheError),
-    #[error("cannot pack kernel.hsaco for kernel {kernel:?}: {reason}")]
-    Hsaco { kernel: String, reason: String },
+    /// The runtime's preparation of a build failed (HSA: packing `kernel.hsaco`).
+    #[error(transparent)]
+    Prepare(#[from] npu_runtime::PrepareError),
     #[error("the cached entry {dir} lacks {what}; clear it with `triton-npu cache clear --yes`")]
     Incomplete { dir: PathBuf, what: String },
     #[error(transparent)]
     Runtime(#[from] npu_runtime::RuntimeError),
     #[error("the kernel's Linalg text has no func.func; cannot find the kernel")]
     NoKernel,
-    #[error("kernel {kernel:?} takes {expected} tensor arguments, the launch passed {got}")]
-    ArgumentCount {
-        kernel: String,
-        expected: usize,
-        got: usize,
-    },
     #[error("compile-only mode (AMD_TRITON_NPU_COMPILE_ONLY=1): kernels are built, never run")]
     CompileOnly,
     /// A chain was given arguments it cannot use (Python: `ValueError`).

@@ -39,6 +39,7 @@ fn run_vadd(
         &DispatchOptions {
             writeback: None,
             timeout,
+            element_sizes: None,
         },
     );
     let expected = a.iter().zip(&b).map(|(x, y)| x + y).collect();

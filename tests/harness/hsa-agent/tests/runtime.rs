@@ -41,7 +41,7 @@ fn loads_from_bytes_and_adds_vectors() {
     assert_eq!(rt.agent_name(), "aie2p");
     assert_eq!(rt.device_name().unwrap(), "aie2p");
     assert_eq!(rt.columns(), Some(8));
-    assert_eq!(rt.kind(), npu_target::RuntimeKind::Hsa);
+    assert_eq!(rt.kind(), npu_target::RuntimeKind::HSA);
     let hsaco = pdi_insts_hsaco("aie2p", &[("vadd", ADD_F32, 1)]);
     let program = rt.prepare_bytes(&hsaco, "vadd").unwrap();
     assert_eq!(program.num_args, Some(3));
@@ -369,7 +369,7 @@ fn the_writeback_mask_copies_back_only_what_it_names() {
         &[arg(&mut a_buf), arg(&mut b_buf), arg(&mut out)],
         &DispatchOptions {
             writeback: Some(&mask),
-            timeout: None,
+            ..Default::default()
         },
     )
     .unwrap();
@@ -410,7 +410,7 @@ fn verify_writeback_reports_a_kernel_writing_a_masked_argument() {
             &[arg(&mut a), arg(&mut b), arg(&mut out)],
             &DispatchOptions {
                 writeback: Some(&[false, false, true]),
-                timeout: None,
+                ..Default::default()
             },
         )
         .unwrap_err()
@@ -508,7 +508,7 @@ fn bad_arguments_are_refused_before_anything_is_submitted() {
                 args,
                 &DispatchOptions {
                     writeback: mask,
-                    timeout: None,
+                    ..Default::default()
                 },
             )
             .unwrap_err();
