@@ -113,6 +113,27 @@ fn loads_from_a_file_with_mixed_types_and_caches_the_program() {
 }
 
 #[test]
+fn a_released_program_is_destroyed_once_its_last_handle_goes() {
+    let prefix = Prefix::new();
+    let rt = prefix.runtime();
+    let hsaco = pdi_insts_hsaco("aie2p", &[("vadd", ADD_F32, 1)]);
+    let program = rt.prepare_bytes(&hsaco, "vadd").unwrap();
+    assert_eq!(prefix.stats().live_executables, 1);
+    rt.release(&program);
+    assert_eq!(
+        prefix.stats().live_executables,
+        1,
+        "the handle still holds it"
+    );
+    check_vadd(&rt, &program, 8);
+    drop(program);
+    assert_eq!(prefix.stats().live_executables, 0);
+    let again = rt.prepare_bytes(&hsaco, "vadd").unwrap();
+    assert_eq!(prefix.stats().live_executables, 1, "loaded afresh");
+    check_vadd(&rt, &again, 8);
+}
+
+#[test]
 fn two_kernels_of_one_hsaco_load_separately() {
     let prefix = Prefix::new();
     let rt = prefix.runtime();
