@@ -57,23 +57,12 @@ pub(crate) struct PoolInfo {
     pub rec_granule: usize,
 }
 
-unsafe extern "C" fn collect_agent(agent: hsa_agent_t, data: *mut c_void) -> hsa_status_t {
+/// An iteration callback that appends each item to the `Vec<T>` passed as `data`.
+unsafe extern "C" fn collect<T>(item: T, data: *mut c_void) -> hsa_status_t {
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        // SAFETY: `data` is the Vec passed to hsa_iterate_agents in `Hsa::agents`.
-        let found = unsafe { &mut *(data as *mut Vec<hsa_agent_t>) };
-        found.push(agent);
-    }));
-    match outcome {
-        Ok(()) => HSA_STATUS_SUCCESS,
-        Err(_) => HSA_STATUS_ERROR,
-    }
-}
-
-unsafe extern "C" fn collect_pool(pool: hsa_amd_memory_pool_t, data: *mut c_void) -> hsa_status_t {
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        // SAFETY: `data` is the Vec passed to hsa_amd_agent_iterate_memory_pools below.
-        let found = unsafe { &mut *(data as *mut Vec<hsa_amd_memory_pool_t>) };
-        found.push(pool);
+        // SAFETY: `data` is the Vec<T> the iterating call was given, which outlives it.
+        let found = unsafe { &mut *(data as *mut Vec<T>) };
+        found.push(item);
     }));
     match outcome {
         Ok(()) => HSA_STATUS_SUCCESS,
@@ -85,11 +74,11 @@ impl Hsa {
     /// Every agent ROCr reports, in its order.
     pub fn agents(&self) -> Result<Vec<Agent>, HsaError> {
         let mut found: Vec<hsa_agent_t> = Vec::new();
-        // SAFETY: collect_agent matches the callback type and gets `found` as data, which
-        // outlives the call.
+        // SAFETY: collect matches the callback type and gets `found` as data, which outlives
+        // the call.
         let rc = unsafe {
             self.api().hsa_iterate_agents(
-                Some(collect_agent),
+                Some(collect::<hsa_agent_t>),
                 (&mut found as *mut Vec<hsa_agent_t>).cast(),
             )
         };
@@ -144,12 +133,12 @@ impl Hsa {
     /// cannot report `RUNTIME_ALLOC_REC_GRANULE` fails here: it predates AIE support.
     pub fn pools(&self, agent: Agent) -> Result<Vec<PoolInfo>, HsaError> {
         let mut found: Vec<hsa_amd_memory_pool_t> = Vec::new();
-        // SAFETY: collect_pool matches the callback type and gets `found` as data, which
-        // outlives the call.
+        // SAFETY: collect matches the callback type and gets `found` as data, which outlives
+        // the call.
         let rc = unsafe {
             self.api().hsa_amd_agent_iterate_memory_pools(
                 agent.0,
-                Some(collect_pool),
+                Some(collect::<hsa_amd_memory_pool_t>),
                 (&mut found as *mut Vec<hsa_amd_memory_pool_t>).cast(),
             )
         };
