@@ -124,8 +124,14 @@ def test_doctor_output_format_rules():
     assert any("pdi" in e and "hsa" in e for e in pdi["errors"]), pdi["errors"]
     rc, elf1 = _doctor({"AMD_TRITON_NPU_TARGET": "npu1", "AMD_TRITON_NPU_OUTPUT_FORMAT": "elf"})
     assert rc == 1 and any("npu1" in e for e in elf1["errors"])
-    _, pdi_xrt = _doctor({"AMD_TRITON_NPU_TARGET": "npu2", "AMD_TRITON_NPU_OUTPUT_FORMAT": "pdi"})
-    assert pdi_xrt["output_format"] == "pdi"
+    # XRT refuses a bare PDI too (upstream's XRT launcher does, at launch): doctor says so
+    # before anything is compiled, with the refusal compile and launch give.
+    rc, pdi_xrt = _doctor({"AMD_TRITON_NPU_TARGET": "npu2", "AMD_TRITON_NPU_OUTPUT_FORMAT": "pdi"})
+    assert rc == 1 and pdi_xrt["output_format"] is None
+    assert any(
+        "pdi output format cannot run under XRT (AMD_TRITON_NPU_RUNTIME=xrt)" in e
+        for e in pdi_xrt["errors"]
+    ), pdi_xrt["errors"]
 
 
 def test_doctor_without_device_explains():

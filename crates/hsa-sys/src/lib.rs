@@ -9,6 +9,10 @@
 //!   headers, allowlisted to what we use, and committed, so no headers are needed to build.
 //! * [`aie`]: the AIE packet from `hsa_ext_amd_aie.h`, which Debian's headers do not ship,
 //!   written by hand with compile-time layout checks.
+//!
+//! The layers above are in `npu-runtime`: its `raw::hsa` module turns every status into a
+//! typed error naming the call and wraps each handle in a type that frees itself on drop; the
+//! HSA runtime (`npu_runtime::hsa`) is safe code over those.
 
 use std::path::{Path, PathBuf};
 

@@ -82,7 +82,7 @@ impl FileLock {
             match file.try_lock() {
                 Ok(()) => {}
                 Err(TryLockError::WouldBlock) => {
-                    let holder = read_holder(&file);
+                    let holder = holder_once_recorded(&file);
                     let shown = holder
                         .as_ref()
                         .map_or_else(|| "another process".to_owned(), Holder::to_string);
@@ -247,6 +247,19 @@ fn read_holder(file: &File) -> Option<Holder> {
         }),
         _ => None,
     }
+}
+
+/// The holder of a lock that is held, giving it a moment to record itself: it takes the lock
+/// first and writes its pid after, so a waiter that arrives in between would otherwise only
+/// know that "another process" builds.
+fn holder_once_recorded(file: &File) -> Option<Holder> {
+    for _ in 0..50 {
+        if let Some(holder) = read_holder(file) {
+            return Some(holder);
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    read_holder(file)
 }
 
 /// Whether `file` is still the file at `path` (not deleted or replaced since we opened it).

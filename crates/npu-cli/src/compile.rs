@@ -170,10 +170,7 @@ fn compile(args: &CompileArgs, config: &Config, search: &SearchPaths) -> Result<
             debug_tag: None,
         })
         .map_err(|e| e.to_string())?;
-    let hsaco = match config.runtime {
-        RuntimeKind::Hsa => Some(pack_hsaco(&output, &args.kernel, &linalg, &args.output)?),
-        RuntimeKind::Xrt => None,
-    };
+    let hsaco = prepare(&output, config.runtime, &args.kernel, &linalg, &args.output)?;
     Ok(Done { output, hsaco })
 }
 
@@ -200,20 +197,30 @@ fn check_kernel_name(linalg: &str, kernel: &str, input: &Path) -> Result<(), Str
     ))
 }
 
-/// Packs `kernel.hsaco` with the driver's packer (the same bytes a launch would cache).
-fn pack_hsaco(
+/// Runs the runtime's preparation over the outputs, as a launch would (HSA packs
+/// `kernel.hsaco`: the same bytes a launch caches); the hsaco and its kernel when it made one.
+fn prepare(
     output: &CompileOutput,
+    runtime: RuntimeKind,
     kernel: &str,
     linalg: &str,
     out_dir: &Path,
-) -> Result<(PathBuf, String), String> {
-    let name = npu_driver::artifacts::kernel_symbol(&output.artifacts, kernel);
+) -> Result<Option<(PathBuf, String)>, String> {
     let buffers = npu_driver::ir::kernel_io(linalg).map_or(0, |io| io.written.len());
-    let bytes = npu_driver::artifacts::pack_hsaco(&output.artifacts, output.target, &name, buffers)
-        .map_err(|e| e.to_string())?;
-    let path = out_dir.join(npu_driver::artifacts::HSACO);
-    std::fs::write(&path, bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    Ok((path, name))
+    let name = npu_driver::artifacts::prepare(
+        runtime,
+        out_dir,
+        &output.artifacts,
+        output.target,
+        kernel,
+        buffers,
+    )
+    .map_err(|e| e.to_string())?;
+    let packs_hsaco = npu_runtime::registry::backend(runtime)
+        .map_err(|e| e.to_string())?
+        .prepared_files()
+        .contains(&npu_driver::artifacts::HSACO);
+    Ok(packs_hsaco.then(|| (out_dir.join(npu_driver::artifacts::HSACO), name)))
 }
 
 fn summary_json(

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use npu_target::target::{self, TargetProbe};
-use npu_target::{Config, OutputFormat, RuntimeKind};
+use npu_target::{Config, OutputFormat};
 
 use npu_toolchain::discovery::{self, SearchPaths};
 
@@ -280,47 +280,25 @@ fn tools(r: &mut Report, config: &Config, host: &Host) {
     }
 }
 
-/// ROCr and XRT: where each was found and what device it sees. Neither is needed to compile,
-/// so a missing one is an error only for running kernels with that runtime.
+/// Every registered runtime: where it was found and what device it sees. None is needed to
+/// compile, so a missing one is a warning only for the runtime that would run kernels.
 fn runtimes(r: &mut Report, config: &Config, host: &npu_driver::Host) {
-    let selected = |kind: RuntimeKind| config.runtime == kind && !config.compile_only;
-    let hsa = npu_runtime::hsa::doctor_report(config, &host.site_packages);
-    let hsa_text = hsa.to_string().trim_end().replace('\n', "; ");
-    let hsa_usable = hsa.agent.is_ok();
-    let status = match (hsa_usable, selected(RuntimeKind::Hsa)) {
-        (true, _) => Status::Ok,
-        (false, true) => Status::Warn,
-        (false, false) => Status::Missing,
-    };
-    r.push(
-        "ROCr (hsa)",
-        status,
-        hsa_text,
-        (!hsa_usable).then(|| {
-            "install an AIE-capable ROCr (pip rocm-sdk-core from AMD's nightly index) and \
-             point AMD_NPU_ROCR_PATH at it; needed only to run kernels with \
-             AMD_TRITON_NPU_RUNTIME=hsa"
-                .to_owned()
-        }),
-    );
-    let xrt = npu_runtime::xrt::doctor_report(config, &host.shim_dirs);
-    let xrt_text = xrt.to_string().trim_end().replace('\n', "; ");
-    let xrt_usable = xrt.usable();
-    let status = match (xrt_usable, selected(RuntimeKind::Xrt)) {
-        (true, _) => Status::Ok,
-        (false, true) => Status::Warn,
-        (false, false) => Status::Missing,
-    };
-    r.push(
-        "XRT (xrt)",
-        status,
-        xrt_text,
-        (!xrt_usable).then(|| {
-            "install XRT ≥ 2.19 with the amdxdna driver (xrt-smi examine must list the NPU); \
-             needed only to run kernels with AMD_TRITON_NPU_RUNTIME=xrt"
-                .to_owned()
-        }),
-    );
+    for backend in npu_runtime::registry::backends() {
+        let kind = backend.kind();
+        let diagnosis = backend.diagnose(config, host);
+        let selected = config.runtime == kind && !config.compile_only;
+        let status = match (diagnosis.usable, selected) {
+            (true, _) => Status::Ok,
+            (false, true) => Status::Warn,
+            (false, false) => Status::Missing,
+        };
+        r.push(
+            &format!("{} ({kind})", kind.label()),
+            status,
+            diagnosis.detail,
+            (!diagnosis.usable).then_some(diagnosis.fix),
+        );
+    }
 }
 
 /// Where discovery looked, grouped by origin: every path for configured locations, a count

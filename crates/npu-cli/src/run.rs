@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use npu_runtime::hsa::{CodeSource, HsaRuntime, Variable};
-use npu_runtime::{DispatchOptions, HostArg, Runtime};
+use npu_runtime::{DispatchOptions, HostBuffers};
 
 use crate::Host;
 
@@ -135,27 +135,35 @@ fn dispatch(args: &RunArgs, host: &Host) -> Result<(), String> {
     let program = runtime
         .prepare_with_variables(CodeSource::File(&args.hsaco), &args.kernel, &args.variables)
         .map_err(|e| e.to_string())?;
-    let host_args: Vec<HostArg> = buffers
-        .iter_mut()
-        // SAFETY: the buffers outlive the dispatch and nothing else touches them meanwhile.
-        .map(|b| unsafe { HostArg::from_raw(b.as_mut_ptr(), b.len()) })
-        .collect::<Option<_>>()
-        .ok_or("a buffer argument has no memory")?;
     let writeback: Vec<bool> = args
         .args
         .iter()
         .map(|s| !matches!(s, ArgSpec::In(_)))
         .collect();
-    let report = runtime
+    // Inputs are lent read-only: the kernel cannot write them back.
+    let host_args =
+        buffers
+            .iter_mut()
+            .zip(&writeback)
+            .fold(HostBuffers::new(), |all, (buffer, written)| {
+                if *written {
+                    all.writable(buffer)
+                } else {
+                    all.read_only(buffer)
+                }
+            });
+    let report = host_args
         .dispatch(
+            runtime,
             &program,
-            &host_args,
             &DispatchOptions {
                 writeback: Some(&writeback),
                 timeout,
+                element_sizes: None,
             },
         )
         .map_err(|e| e.to_string())?;
+    drop(host_args);
     println!(
         "ran {} on {} ({}) in {:.3} ms",
         args.kernel,

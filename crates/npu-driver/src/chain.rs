@@ -71,6 +71,8 @@ pub struct CompiledChain {
     pub target: NpuVersion,
     /// The number of combined buffers the chain takes.
     pub num_args: usize,
+    /// Bytes per element of each combined buffer, when every element type is a known scalar.
+    pub element_sizes: Option<Vec<usize>>,
 }
 
 impl CompiledChain {
@@ -383,7 +385,12 @@ impl ChainBuilder {
         host: &Host,
         format: Option<OutputFormat>,
     ) -> Result<CompiledChain, DriverError> {
-        let num_args = self.combined_arg_types()?.len();
+        let types = self.combined_arg_types()?;
+        let num_args = types.len();
+        let element_sizes = types
+            .iter()
+            .map(|t| mlir::element_type(t).and_then(element_bytes))
+            .collect();
         let target = kernel::detect_target(config, host)?;
         let format = self.check_target(config, target, format)?;
         let inputs = self.cache_inputs(config, host, target, format)?;
@@ -396,6 +403,7 @@ impl ChainBuilder {
             compiled,
             target,
             num_args,
+            element_sizes,
         })
     }
 
@@ -427,6 +435,17 @@ impl ChainBuilder {
         })?;
         kernel::store_runtime_files(config, dir, &built.artifacts, target, &self.name, num_args)?;
         kernel::write(&dir.join(MULTILAUNCH), text.as_bytes())
+    }
+}
+
+/// The size in bytes of a scalar MLIR element type (`f32`, `bf16`, `i8`, …).
+fn element_bytes(element: &str) -> Option<usize> {
+    match element {
+        "i8" | "ui8" | "si8" => Some(1),
+        "i16" | "ui16" | "si16" | "f16" | "bf16" => Some(2),
+        "i32" | "ui32" | "si32" | "f32" => Some(4),
+        "i64" | "ui64" | "si64" | "f64" => Some(8),
+        _ => None,
     }
 }
 

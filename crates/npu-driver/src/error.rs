@@ -23,20 +23,15 @@ pub enum DriverError {
     Toolchain(#[from] npu_toolchain::ToolchainError),
     #[error(transparent)]
     Cache(#[from] npu_cache::CacheError),
-    #[error("cannot pack kernel.hsaco for kernel {kernel:?}: {reason}")]
-    Hsaco { kernel: String, reason: String },
+    /// The runtime's preparation of a build failed (HSA: packing `kernel.hsaco`).
+    #[error(transparent)]
+    Prepare(#[from] npu_runtime::PrepareError),
     #[error("the cached entry {dir} lacks {what}; clear it with `triton-npu cache clear --yes`")]
     Incomplete { dir: PathBuf, what: String },
     #[error(transparent)]
     Runtime(#[from] npu_runtime::RuntimeError),
     #[error("the kernel's Linalg text has no func.func; cannot find the kernel")]
     NoKernel,
-    #[error("kernel {kernel:?} takes {expected} tensor arguments, the launch passed {got}")]
-    ArgumentCount {
-        kernel: String,
-        expected: usize,
-        got: usize,
-    },
     #[error("compile-only mode (AMD_TRITON_NPU_COMPILE_ONLY=1): kernels are built, never run")]
     CompileOnly,
     /// A chain was given arguments it cannot use (Python: `ValueError`).
@@ -114,7 +109,7 @@ impl ErrorKind {
 impl DriverError {
     /// The kind of this error (see [`ErrorKind`]).
     pub fn kind(&self) -> ErrorKind {
-        use npu_runtime::RuntimeError as R;
+        use npu_runtime::ErrorKind as R;
         use npu_toolchain::ToolchainError as T;
         match self {
             DriverError::Config(_) => ErrorKind::Config,
@@ -136,18 +131,17 @@ impl DriverError {
                 T::ToolFailed(_) | T::BadOutput { .. } | T::Io { .. } => ErrorKind::CompileFailed,
             },
             DriverError::Cache(e) => cache_kind(e),
-            DriverError::Hsaco { .. } | DriverError::Incomplete { .. } => ErrorKind::CompileFailed,
-            DriverError::Runtime(e) => match e {
-                R::NotFound(_) => ErrorKind::RuntimeMissing,
-                R::NoDevice(_) => ErrorKind::DeviceNotFound,
-                R::Timeout { .. } => ErrorKind::Timeout,
-                R::InvalidArguments { .. } => ErrorKind::InvalidInput,
-                R::Load { .. } | R::Dispatch { .. } | R::Call { .. } => ErrorKind::LaunchFailed,
+            DriverError::Prepare(_) | DriverError::Incomplete { .. } => ErrorKind::CompileFailed,
+            DriverError::Runtime(e) => match e.kind() {
+                R::RuntimeMissing => ErrorKind::RuntimeMissing,
+                R::NoDevice => ErrorKind::DeviceNotFound,
+                R::HardwareContextExhausted => ErrorKind::HardwareContextsExhausted,
+                R::Timeout => ErrorKind::Timeout,
+                R::InvalidArguments => ErrorKind::InvalidInput,
+                R::LoadRefused | R::LaunchFailed | R::CallFailed => ErrorKind::LaunchFailed,
             },
             DriverError::NoKernel => ErrorKind::CompileFailed,
-            DriverError::ArgumentCount { .. } | DriverError::ChainInput { .. } => {
-                ErrorKind::InvalidInput
-            }
+            DriverError::ChainInput { .. } => ErrorKind::InvalidInput,
             DriverError::CompileOnly => ErrorKind::Config,
             DriverError::ChainStitch { .. } => ErrorKind::CompileFailed,
             DriverError::ChainTarget { .. } => ErrorKind::UnsupportedDevice,

@@ -161,8 +161,9 @@ fn build(
     store_runtime_files(config, dir, &out.artifacts, target, &req.name, buffers)
 }
 
-/// Writes what the runtime loads besides aircc's outputs: `elf_kernel_name.txt` (elf) and,
-/// under HSA, `kernel.hsaco` with `buffers` kernel arguments.
+/// Writes what the runtime loads besides aircc's outputs: `elf_kernel_name.txt` (elf), then
+/// whatever the configured runtime's preparation adds (HSA: `kernel.hsaco` with `buffers`
+/// kernel arguments).
 pub(crate) fn store_runtime_files(
     config: &Config,
     dir: &Path,
@@ -175,10 +176,7 @@ pub(crate) fn store_runtime_files(
     if matches!(built, npu_toolchain::Artifacts::Elf { .. }) {
         write(&dir.join(artifacts::ELF_KERNEL_NAME), symbol.as_bytes())?;
     }
-    if config.runtime == RuntimeKind::Hsa {
-        let hsaco = artifacts::pack_hsaco(built, target, &symbol, buffers)?;
-        write(&dir.join(artifacts::HSACO), &hsaco)?;
-    }
+    artifacts::prepare(config.runtime, dir, built, target, triton_name, buffers)?;
     Ok(())
 }
 
@@ -225,7 +223,7 @@ pub fn prepare(config: &Config, host: &Host, req: &KernelRequest) -> Result<Prep
     };
     // Loaded: the entry stays in use (safe from eviction) without its bytes in memory.
     entry.release_contents();
-    compiled.checked = None;
+    compiled.files.release_checked();
     Ok(Prepared {
         entry,
         compiled,
@@ -238,7 +236,8 @@ pub fn prepare(config: &Config, host: &Host, req: &KernelRequest) -> Result<Prep
 
 impl Prepared {
     /// Runs the loaded kernel over `args` (one per buffer parameter, in order), copying back
-    /// only the buffers the kernel writes. Refuses a wrong argument count before submitting.
+    /// only the buffers the kernel writes. The runtime's checks refuse a wrong argument count
+    /// (against the kernel's signature) before anything is submitted.
     pub fn dispatch(
         &self,
         args: &[npu_runtime::HostArg],
@@ -247,16 +246,10 @@ impl Prepared {
         let Some((program, runtime)) = &self.loaded else {
             return Err(DriverError::CompileOnly);
         };
-        if args.len() != self.io.written.len() {
-            return Err(DriverError::ArgumentCount {
-                kernel: self.compiled.symbol.clone(),
-                expected: self.io.written.len(),
-                got: args.len(),
-            });
-        }
         let options = npu_runtime::DispatchOptions {
             writeback: Some(&self.io.written),
             timeout,
+            element_sizes: None,
         };
         Ok(runtime.dispatch(program, args, &options)?)
     }

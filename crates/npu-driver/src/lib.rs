@@ -1,12 +1,15 @@
 //! The driver: turns a kernel's ttsharedir text and launch grid into a loaded program
-//! (through the cache, the toolchain and the hsaco packer) and dispatches it.
+//! (through the cache, the toolchain and the runtime's preparation) and dispatches it.
 //!
-//! * [`kernel::prepare`]: first launch of a (kernel, grid) — target and format, cache
-//!   `get_or_build` keyed on the inputs *before* lowering (a warm cache runs no tool), build =
-//!   lower + aircc (+ pack `kernel.hsaco` for HSA), then load into the process's runtime.
+//! * [`kernel::prepare`]: first launch of a (kernel, grid) — target and format (the format
+//!   rules read the runtime's declaration), cache `get_or_build` keyed on the inputs *before*
+//!   lowering (a warm cache runs no tool), build = lower + aircc + the runtime's preparation
+//!   (HSA packs `kernel.hsaco`), then load into the process's runtime. Dispatches go through
+//!   the runtime's shared argument checks.
 //! * [`ir`]: what the driver reads from the Linalg text (buffer parameters, which are written).
-//! * [`artifacts`]: the files of an entry and hsaco packing.
-//! * [`runtimes`]: the process-wide runtimes and target probes.
+//! * [`artifacts`]: the files of an entry, and handing a build to its runtime's backend.
+//! * [`runtimes`]: the process-wide runtimes and target probes, through the registry of
+//!   runtimes (`npu_runtime::registry`).
 //! * [`memo`]: kernels prepared in this process, shared by every launcher of a kernel.
 //! * [`chain`]: several kernels stitched into one module, compiled once, dispatched together.
 

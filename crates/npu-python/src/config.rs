@@ -80,9 +80,10 @@ fn variables(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
 /// The runtime names, in the order of the default first.
 #[pyfunction]
 fn runtime_names() -> Vec<&'static str> {
-    npu_target::RuntimeKind::ALL
+    npu_target::RuntimeKind::all()
+        .into_iter()
         .map(npu_target::RuntimeKind::as_str)
-        .to_vec()
+        .collect()
 }
 
 /// `value` as a runtime name (lower case), or `NPUConfigError` naming `what` and the valid

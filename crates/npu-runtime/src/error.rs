@@ -1,4 +1,52 @@
-//! The runtime error type.
+//! The runtime error type and its kinds.
+//!
+//! Every variant keeps the actionable text of the layer that failed; [`RuntimeError::kind`]
+//! says what failed in a form a caller can match on (the Python bindings map it to exception
+//! classes) without reading the message.
+
+/// What went wrong, for callers that react differently (retry, fall back, report).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// The runtime's library (ROCr, the XRT shim or XRT) is not installed or cannot be used,
+    /// or no runtime of that name is registered.
+    RuntimeMissing,
+    /// The runtime loaded but has no NPU it can drive (no AIE agent, no device, init failed).
+    NoDevice,
+    /// The NPU driver refused a hardware context (usually: none left).
+    HardwareContextExhausted,
+    /// The runtime refused a compiled kernel.
+    LoadRefused,
+    /// The arguments of a dispatch were refused before anything was submitted.
+    InvalidArguments,
+    /// The device or the runtime reported an error for a dispatch.
+    LaunchFailed,
+    /// A dispatch did not complete in time.
+    Timeout,
+    /// Any other runtime call that failed (e.g. an allocation).
+    CallFailed,
+}
+
+impl ErrorKind {
+    /// A stable name for the kind (`hardware_context_exhausted`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::RuntimeMissing => "runtime_missing",
+            ErrorKind::NoDevice => "no_device",
+            ErrorKind::HardwareContextExhausted => "hardware_context_exhausted",
+            ErrorKind::LoadRefused => "load_refused",
+            ErrorKind::InvalidArguments => "invalid_arguments",
+            ErrorKind::LaunchFailed => "launch_failed",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::CallFailed => "call_failed",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
@@ -8,6 +56,10 @@ pub enum RuntimeError {
     /// The library loaded but has no usable NPU (no AIE agent, no device, init failed).
     #[error("{0}")]
     NoDevice(String),
+    /// The NPU driver refused a hardware context for the kernel, even after this process
+    /// released what it could.
+    #[error("cannot make a hardware context for kernel {kernel:?}: {reason}")]
+    HardwareContext { kernel: String, reason: String },
     /// An artifact the runtime refused.
     #[error("cannot load kernel {kernel:?}: {reason}")]
     Load { kernel: String, reason: String },
@@ -23,4 +75,19 @@ pub enum RuntimeError {
     /// Any other runtime call that failed, with the call named.
     #[error("{call} failed: {reason}")]
     Call { call: String, reason: String },
+}
+
+impl RuntimeError {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            RuntimeError::NotFound(_) => ErrorKind::RuntimeMissing,
+            RuntimeError::NoDevice(_) => ErrorKind::NoDevice,
+            RuntimeError::HardwareContext { .. } => ErrorKind::HardwareContextExhausted,
+            RuntimeError::Load { .. } => ErrorKind::LoadRefused,
+            RuntimeError::InvalidArguments { .. } => ErrorKind::InvalidArguments,
+            RuntimeError::Dispatch { .. } => ErrorKind::LaunchFailed,
+            RuntimeError::Timeout { .. } => ErrorKind::Timeout,
+            RuntimeError::Call { .. } => ErrorKind::CallFailed,
+        }
+    }
 }

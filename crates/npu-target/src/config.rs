@@ -12,56 +12,8 @@ use std::time::Duration;
 
 use crate::error::ConfigError;
 use crate::format::OutputFormat;
+pub use crate::runtime::RuntimeKind;
 use crate::target::NpuVersion;
-
-/// Which runtime dispatches kernels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RuntimeKind {
-    /// XRT (upstream's default).
-    Xrt,
-    /// ROCr's HSA runtime with an AIE agent.
-    Hsa,
-}
-
-impl RuntimeKind {
-    pub const ALL: [RuntimeKind; 2] = [RuntimeKind::Xrt, RuntimeKind::Hsa];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RuntimeKind::Xrt => "xrt",
-            RuntimeKind::Hsa => "hsa",
-        }
-    }
-
-    /// Parses a runtime name, case-insensitively and ignoring surrounding blanks.
-    pub fn parse(value: &str) -> Option<RuntimeKind> {
-        RuntimeKind::ALL
-            .into_iter()
-            .find(|k| k.as_str().eq_ignore_ascii_case(value.trim()))
-    }
-
-    /// The valid names, for messages: `xrt, hsa`.
-    pub fn names() -> String {
-        RuntimeKind::ALL.map(RuntimeKind::as_str).join(", ")
-    }
-
-    /// Parses a runtime name given through `what` (an argument, a setting), with the error
-    /// every caller reports for an unknown name.
-    pub fn parse_named(value: &str, what: &str) -> Result<RuntimeKind, ConfigError> {
-        RuntimeKind::parse(value).ok_or_else(|| ConfigError::InvalidValue {
-            variable: what.to_owned(),
-            value: value.to_owned(),
-            expected: format!("one of: {}", RuntimeKind::names()),
-        })
-    }
-}
-
-impl std::fmt::Display for RuntimeKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// The settings a program may set through `set_config` (upstream's `npu_config` properties).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -680,7 +632,7 @@ impl Config {
             Some((v, src)) => parse_runtime(&v, src)?,
             None => None,
         }
-        .unwrap_or(RuntimeKind::Xrt);
+        .unwrap_or(RuntimeKind::XRT);
         let target = match raw(Setting::Target) {
             Some((v, src)) => parse_target(&v, src)?,
             None => None,
@@ -834,7 +786,7 @@ mod tests {
     #[test]
     fn defaults_when_nothing_is_set() {
         let c = load(&[]).unwrap();
-        assert_eq!(c.runtime, RuntimeKind::Xrt);
+        assert_eq!(c.runtime, RuntimeKind::XRT);
         assert_eq!(c.target, None);
         assert_eq!(c.output_format, None);
         assert!(!c.compile_only && !c.bf16_emulation && !c.debug && !c.hsa_verify_writeback);
@@ -850,17 +802,17 @@ mod tests {
     fn runtime_parsing() {
         assert_eq!(
             load(&[("AMD_TRITON_NPU_RUNTIME", "hsa")]).unwrap().runtime,
-            RuntimeKind::Hsa
+            RuntimeKind::HSA
         );
         assert_eq!(
             load(&[("AMD_TRITON_NPU_RUNTIME", " XRT ")])
                 .unwrap()
                 .runtime,
-            RuntimeKind::Xrt
+            RuntimeKind::XRT
         );
         assert_eq!(
             load(&[("AMD_TRITON_NPU_RUNTIME", "")]).unwrap().runtime,
-            RuntimeKind::Xrt
+            RuntimeKind::XRT
         );
         let err = load(&[("AMD_TRITON_NPU_RUNTIME", "cuda")])
             .unwrap_err()
@@ -1033,7 +985,7 @@ mod tests {
             &o,
         )
         .unwrap();
-        assert_eq!(c.runtime, RuntimeKind::Hsa);
+        assert_eq!(c.runtime, RuntimeKind::HSA);
         assert!(c.compile_only);
         assert_eq!(c.target, Some(NpuVersion::Npu1));
         // A programmatic value also shadows a broken environment value.
@@ -1041,7 +993,7 @@ mod tests {
         // Resetting falls back to the environment.
         o.set(Setting::Runtime, None).unwrap();
         let c = load_with(&[("AMD_TRITON_NPU_RUNTIME", "xrt")], &o).unwrap();
-        assert_eq!(c.runtime, RuntimeKind::Xrt);
+        assert_eq!(c.runtime, RuntimeKind::XRT);
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Errors of this crate; each names what was wrong and what to do about it.
 
 use crate::format::OutputFormat;
+use crate::runtime::RuntimeKind;
+use crate::target::NpuVersion;
 
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum ConfigError {
@@ -21,12 +23,45 @@ pub enum FormatError {
          (unset AMD_TRITON_NPU_OUTPUT_FORMAT to get it by default)"
     )]
     ElfOnNpu1,
+    /// The runtime's declaration does not list the format: the one refusal doctor, compile
+    /// and launch all give.
     #[error(
-        "the pdi output format cannot run under AMD_TRITON_NPU_RUNTIME=hsa: ROCr loads kernels \
-         from an hsaco, which is packed from an elf or an xclbin; use \
-         AMD_TRITON_NPU_OUTPUT_FORMAT={instead} (the default for this target) or run pdi under xrt"
+        "the {format} output format cannot run under {} (AMD_TRITON_NPU_RUNTIME={runtime}), \
+         which loads {}: {}. {}",
+        runtime.label(),
+        or_list(runtime.declaration().formats),
+        runtime.declaration().loads,
+        match instead {
+            Some(f) => format!(
+                "Use AMD_TRITON_NPU_OUTPUT_FORMAT={f} (the default for this target) or unset it"
+            ),
+            None => "Unset AMD_TRITON_NPU_OUTPUT_FORMAT or choose another runtime".to_owned(),
+        }
     )]
-    PdiUnderHsa { instead: OutputFormat },
+    NotAccepted {
+        format: OutputFormat,
+        runtime: RuntimeKind,
+        instead: Option<OutputFormat>,
+    },
+    #[error(
+        "{} (AMD_TRITON_NPU_RUNTIME={runtime}) loads {}, and none of them exists for {target}; \
+         choose another runtime or target",
+        runtime.label(),
+        or_list(runtime.declaration().formats)
+    )]
+    NoFormat {
+        runtime: RuntimeKind,
+        target: NpuVersion,
+    },
+}
+
+fn or_list(formats: &[OutputFormat]) -> String {
+    let names: Vec<&str> = formats.iter().map(|f| f.as_str()).collect();
+    match names.split_last() {
+        None => "no format".to_owned(),
+        Some((last, [])) => (*last).to_owned(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+    }
 }
 
 /// What one probe saw while looking for the NPU.

@@ -184,7 +184,8 @@ impl Device {
                     err,
                     len,
                 )
-            })?;
+            })
+            .map_err(context_refused)?;
         let raw =
             NonNull::new(raw).ok_or_else(|| null_handle("triton_npu_xrt_context_from_xclbin"))?;
         Ok(Arc::new(Context {
@@ -207,7 +208,8 @@ impl Device {
                     err,
                     len,
                 )
-            })?;
+            })
+            .map_err(context_refused)?;
         let raw =
             NonNull::new(raw).ok_or_else(|| null_handle("triton_npu_xrt_context_from_elf"))?;
         Ok(Arc::new(Context {
@@ -295,6 +297,21 @@ impl Drop for Device {
                     .triton_npu_xrt_device_close(self.raw.as_ptr(), err, len)
             });
         log_release(r);
+    }
+}
+
+/// A context call that XRT failed (an exception from `xrt::hw_context`'s constructor): the
+/// driver refused the context. The shim's own argument errors stay what they are.
+fn context_refused(e: XrtSysError) -> XrtSysError {
+    match e {
+        XrtSysError::Call {
+            call,
+            status,
+            message,
+        } if status == b::TRITON_NPU_XRT_E_XRT as i32 => {
+            XrtSysError::ContextRefused { call, message }
+        }
+        other => other,
     }
 }
 

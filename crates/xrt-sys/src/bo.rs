@@ -64,6 +64,19 @@ impl Bo {
         self.kind
     }
 
+    /// The host mapping's bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: the mapping holds `size` bytes while the BO lives; host writes need
+        // `&mut self`, and the device writes it only during a run its owner waits for.
+        unsafe { std::slice::from_raw_parts(self.map.as_ptr(), self.size) }
+    }
+
+    /// The host mapping's bytes, to fill before a sync to the device.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as above, and `&mut self` makes this the only view.
+        unsafe { std::slice::from_raw_parts_mut(self.map.as_ptr(), self.size) }
+    }
+
     /// Syncs `size` bytes from `offset` in one direction.
     pub fn sync(
         &self,

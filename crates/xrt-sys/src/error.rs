@@ -63,6 +63,12 @@ pub enum XrtSysError {
         message: String,
     },
 
+    /// Making a hardware context failed: the NPU driver refused it (with amdxdna, the
+    /// `DRM_IOCTL_AMDXDNA_CREATE_HWCTX` ioctl; usually because none is left). Releasing
+    /// contexts and retrying may help.
+    #[error("{call} failed: {message}")]
+    ContextRefused { call: &'static str, message: String },
+
     /// A run ended in a state other than completed.
     #[error("the run ended in {state}: {message}")]
     Command {
@@ -72,10 +78,9 @@ pub enum XrtSysError {
 }
 
 impl XrtSysError {
-    /// Whether the error says the driver ran out of hardware contexts (XRT reports the failed
-    /// `DRM_IOCTL_AMDXDNA_CREATE_HWCTX`); releasing contexts and retrying may help.
-    pub fn is_hwctx_exhausted(&self) -> bool {
-        matches!(self, XrtSysError::Call { message, .. } if message.contains("CREATE_HWCTX"))
+    /// Whether the driver refused a hardware context (see [`XrtSysError::ContextRefused`]).
+    pub fn is_context_refused(&self) -> bool {
+        matches!(self, XrtSysError::ContextRefused { .. })
     }
 }
 

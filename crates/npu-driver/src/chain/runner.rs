@@ -13,6 +13,9 @@
 //!   place when they lie in memory the runtime shares with the device, staged by it otherwise;
 //! * only the outputs are read back, into the caller's destinations.
 //!
+//! Dropping the runner releases the program from the runtime (an XRT hardware context goes
+//! with it).
+//!
 //! Locking: the map of sets is locked only to find or add a key's set, never across a dispatch
 //! or an allocation, which may log — and Python's logging bridge needs the GIL, which a Python
 //! thread asking for [`ChainRunner::buffer_sets`] may hold. A key's own set stays locked for
@@ -66,6 +69,8 @@ pub struct ChainRunner {
     runtime: &'static dyn Runtime,
     program: Program,
     num_args: Option<usize>,
+    /// Bytes per element of each combined buffer, when the chain's types are at hand.
+    element_sizes: Option<Vec<usize>>,
     sets: Mutex<HashMap<String, SharedSet>>,
     /// Keeps the cache entry safe from eviction while loaded.
     _keep: Option<Arc<CompiledChain>>,
@@ -100,6 +105,7 @@ impl ChainRunner {
             chain: chain.to_owned(),
             runtime,
             num_args: program.num_args,
+            element_sizes: keep.as_ref().and_then(|c| c.element_sizes.clone()),
             program,
             sets: Mutex::new(HashMap::new()),
             _keep: keep,
@@ -277,41 +283,44 @@ impl ChainRunner {
             if !first && (intermediate || statik) {
                 continue;
             }
-            if first && intermediate && !statik {
-                // SAFETY: the buffer is `sizes[i]` bytes of mapped memory the set owns, and
-                // the set is locked.
-                unsafe { std::ptr::write_bytes(buffer.as_ptr(), 0, sizes[i]) };
-                continue;
-            }
-            if let Some(input) = req.inputs[i] {
-                // SAFETY: HostArg promises `input.len()` readable bytes; the buffer holds
-                // `sizes[i]` = input.len() bytes (checked above) and is locked.
-                unsafe { std::ptr::copy_nonoverlapping(input.ptr(), buffer.as_ptr(), input.len()) };
-            }
+            // The set is locked, so nothing else uses its buffers during the run.
+            let staged = if first && intermediate && !statik {
+                buffer.host_arg().fill(0)
+            } else if let Some(input) = req.inputs[i] {
+                buffer.host_arg().copy_from(&input).map(drop)
+            } else {
+                Ok(())
+            };
+            staged.map_err(|e| self.input_error(format!("argument {i}: {e}")))?;
         }
         let args: Vec<HostArg> = (0..n)
             .map(|i| match (&set.own[i], bound[i]) {
-                // SAFETY: the shared buffer lives in the locked set for the whole dispatch.
-                (Some(b), _) => unsafe { HostArg::from_raw(b.as_ptr(), b.len()) },
+                (Some(b), _) => Some(b.host_arg()),
                 (None, b) => b,
             })
             .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| self.input_error("a buffer has a null address".into()))?;
+            .ok_or_else(|| self.input_error("a buffer has no memory".into()))?;
         let report = self.runtime.dispatch(
             &self.program,
             &args,
             &DispatchOptions {
                 writeback: Some(&writeback),
                 timeout: req.timeout,
+                element_sizes: self.element_sizes.as_deref(),
             },
         )?;
         for &(i, destination) in req.outputs {
             if let (Some(buffer), Some(d)) = (&set.own[i], destination) {
-                // SAFETY: the buffer holds sizes[i] bytes (≤ d.len(), checked above); HostArg
-                // promises d is writable.
-                unsafe { std::ptr::copy_nonoverlapping(buffer.as_ptr(), d.ptr(), sizes[i]) };
+                d.copy_from(&buffer.host_arg())
+                    .map_err(|e| self.input_error(format!("the destination of output {i}: {e}")))?;
             }
         }
         Ok(report)
+    }
+}
+
+impl Drop for ChainRunner {
+    fn drop(&mut self) {
+        self.runtime.release(&self.program);
     }
 }

@@ -178,8 +178,7 @@ fn order_of(source: &str) -> usize {
 
 /// Loads one library file directly (no search), for tools given an explicit path.
 pub fn load_file(path: &Path) -> Result<HsaLibrary, Refusal> {
-    // SAFETY: loading ROCr runs its initialisers, which is what using it requires.
-    unsafe { HsaLibrary::open(path) }.map_err(|e| Refusal {
+    crate::raw::hsa::open_library(path).map_err(|e| Refusal {
         source: "explicit library".to_owned(),
         place: path.to_owned(),
         reason: describe(&e),
@@ -208,8 +207,7 @@ fn try_candidate(candidate: &Candidate) -> Result<HsaLibrary, Vec<Refusal>> {
     }
     let mut refused = Vec::new();
     for file in files {
-        // SAFETY: loading ROCr runs its initialisers, which is what using it requires.
-        match unsafe { HsaLibrary::open(&file) } {
+        match crate::raw::hsa::open_library(&file) {
             Ok(library) => return Ok(library),
             Err(e) => refused.push(refuse(&file, describe(&e))),
         }

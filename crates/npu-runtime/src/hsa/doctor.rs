@@ -74,7 +74,7 @@ pub fn doctor_report(config: &Config, site_packages: &[PathBuf]) -> HsaReport {
             agent: Ok(AgentReport {
                 name: runtime.agent_name().to_owned(),
                 columns: runtime.columns(),
-                device_heap: runtime.session.pools.dev_heap.is_some(),
+                device_heap: runtime.has_device_heap(),
             }),
         };
     }

@@ -1,9 +1,11 @@
-//! The HSA (ROCr) implementation of [`Runtime`] for the NPU's AIE agent.
+//! The HSA (ROCr) runtime for the NPU's AIE agent: [`BACKEND`] (packs `kernel.hsaco` as its
+//! preparation, loads it, probes the agent name) and [`HsaRuntime`].
 //!
-//! ROCr is loaded at run time (see [`discovery`]); nothing links against it. The AIE agent
-//! allows one queue, so a process uses one runtime: [`HsaRuntime::global`]. Dispatches are
-//! serialised on that queue; loads may run concurrently and are cached by (hsaco digest,
-//! kernel name, variables).
+//! ROCr is loaded at run time (see [`discovery`]); nothing links against it. All calls into it
+//! go through the result layer and safe types of `crate::raw::hsa`; this module is safe code.
+//! The AIE agent allows one queue, so a process uses one runtime: [`HsaRuntime::global`].
+//! Dispatches are serialised on that queue; loads may run concurrently and are cached by
+//! (hsaco digest, kernel name, variables).
 //!
 //! [`HsaRuntime::open`] and [`HsaRuntime::open_library`] make independent instances for tools
 //! and tests that load a ROCr of their own (each ROCr still allows one queue).
@@ -17,25 +19,29 @@ use std::time::Duration;
 use npu_target::{Config, RuntimeKind};
 use sha2::{Digest, Sha256};
 
+use crate::raw::hsa::{HsaSharedBuffer, PoolAllocation};
+use crate::shared::SharedRegions;
 use crate::{
-    Artifact, DispatchOptions, DispatchReport, HostArg, MAX_KERNEL_ARGS, Program, Runtime,
-    RuntimeError, SharedBuffer,
+    Artifact, BuildFiles, DispatchReport, Launch, Program, Runtime, RuntimeError, SharedBuffer,
 };
 
+mod backend;
 pub mod discovery;
 mod dispatch;
 mod doctor;
 mod memory;
+pub mod pack;
 mod probe;
 mod program;
 mod session;
 
+pub use backend::{BACKEND, HsaBackend};
 pub use doctor::{AgentReport, HsaReport, doctor_report};
+pub use pack::HSACO;
 pub use probe::HsaTargetProbe;
 pub use program::{CodeSource, HsaKernel, Variable};
 
 use dispatch::{Dispatcher, Target};
-use memory::{DeviceMemory, HsaSharedBuffer, SharedRegions};
 use session::Session;
 
 /// The process-wide runtime.
@@ -144,7 +150,7 @@ impl HsaRuntime {
             source,
             programs: Mutex::new(HashMap::new()),
             dispatcher: Mutex::new(dispatcher),
-            shared: Arc::new(SharedRegions::default()),
+            shared: Arc::default(),
             default_timeout: config.hsa_timeout,
             verify_writeback: config.hsa_verify_writeback,
         })
@@ -158,6 +164,11 @@ impl HsaRuntime {
     /// The agent's column count, when this ROCr reports it.
     pub fn columns(&self) -> Option<u32> {
         self.session.columns
+    }
+
+    /// Whether the agent has the device-heap pool ROCr's loader places AIE code in.
+    pub fn has_device_heap(&self) -> bool {
+        self.session.pools.dev_heap.is_some()
     }
 
     /// The `libhsa-runtime64` in use.
@@ -218,15 +229,14 @@ impl HsaRuntime {
             return Ok(program.clone());
         }
         // Loaded outside the cache lock so other loads proceed; a racing duplicate is dropped.
-        let (code, kernel_object, kernarg_size) =
-            program::load(&self.session, source, &what, kernel_name, variables)?;
+        let loaded = program::load(&self.session, source, &what, kernel_name, variables)?;
+        let num_args = (loaded.kernarg_size > 0).then_some(loaded.kernarg_size as usize / 16);
         let kernel = HsaKernel {
             runtime_id: self.id,
-            code,
-            kernel_object,
-            kernarg_size,
+            code: loaded.code,
+            kernel_object: loaded.kernel_object,
+            kernarg_size: loaded.kernarg_size,
         };
-        let num_args = (kernarg_size > 0).then_some(kernarg_size as usize / 16);
         let program = Program::new(Arc::new(kernel), kernel_name.to_owned(), num_args);
         Ok(lock(&self.programs).entry(key).or_insert(program).clone())
     }
@@ -236,60 +246,27 @@ impl HsaRuntime {
         program.state::<HsaKernel>()?.variable(name)
     }
 
-    fn check_args(
-        &self,
-        program: &Program,
-        args: &[HostArg],
-        options: &DispatchOptions<'_>,
-    ) -> Result<u64, RuntimeError> {
-        let invalid = |reason: String| RuntimeError::InvalidArguments {
+    /// The kernel state of a program this runtime loaded.
+    fn kernel<'p>(&self, program: &'p Program) -> Result<&'p HsaKernel, RuntimeError> {
+        let invalid = |reason: &str| RuntimeError::InvalidArguments {
             kernel: program.kernel_name.clone(),
-            reason,
+            reason: reason.to_owned(),
         };
         let kernel = program
             .state::<HsaKernel>()
-            .ok_or_else(|| invalid("the program was not loaded by the HSA runtime".to_owned()))?;
+            .ok_or_else(|| invalid("the program was not loaded by the HSA runtime"))?;
         if kernel.runtime_id != self.id {
             return Err(invalid(
-                "the program was loaded by another HSA runtime instance".to_owned(),
+                "the program was loaded by another HSA runtime instance",
             ));
         }
-        if args.len() > MAX_KERNEL_ARGS {
-            return Err(invalid(format!(
-                "{} buffer arguments; an AIE kernel takes at most {MAX_KERNEL_ARGS}",
-                args.len()
-            )));
-        }
-        if let Some(n) = program.num_args
-            && n != args.len()
-        {
-            return Err(invalid(format!(
-                "the kernel takes {n} buffer arguments (kernarg size {}), the dispatch passed {}",
-                kernel.kernarg_size,
-                args.len()
-            )));
-        }
-        if let Some(i) = args.iter().position(HostArg::is_empty) {
-            return Err(invalid(format!(
-                "argument {i} is empty (0 bytes); every buffer argument needs at least one byte"
-            )));
-        }
-        if let Some(w) = options.writeback
-            && w.len() != args.len()
-        {
-            return Err(invalid(format!(
-                "the write-back mask has {} entries for {} arguments",
-                w.len(),
-                args.len()
-            )));
-        }
-        Ok(kernel.kernel_object)
+        Ok(kernel)
     }
 }
 
 impl Runtime for HsaRuntime {
     fn kind(&self) -> RuntimeKind {
-        RuntimeKind::Hsa
+        RuntimeKind::HSA
     }
 
     fn device_name(&self) -> Result<String, RuntimeError> {
@@ -297,6 +274,13 @@ impl Runtime for HsaRuntime {
     }
 
     fn load(&self, artifact: &Artifact) -> Result<Program, RuntimeError> {
+        let refuse = |kernel: String, what: &str| RuntimeError::Load {
+            kernel,
+            reason: format!(
+                "the HSA runtime loads hsaco files; {what} runs under AMD_TRITON_NPU_RUNTIME=xrt \
+                 (or pack it into an hsaco)"
+            ),
+        };
         match artifact {
             Artifact::Hsaco {
                 bytes,
@@ -312,19 +296,26 @@ impl Runtime for HsaRuntime {
                     .collect();
                 self.prepare_with_variables(CodeSource::Bytes(bytes), kernel_name, &variables)
             }
-            Artifact::XclbinInsts { xclbin, .. } => Err(RuntimeError::Load {
-                kernel: xclbin.display().to_string(),
-                reason: "the HSA runtime loads hsaco files; an xclbin runs under \
-                         AMD_TRITON_NPU_RUNTIME=xrt (or pack it into an hsaco)"
-                    .into(),
-            }),
-            Artifact::Elf { kernel_name, .. } => Err(RuntimeError::Load {
-                kernel: kernel_name.clone(),
-                reason: "the HSA runtime loads hsaco files; a bare full ELF runs under \
-                         AMD_TRITON_NPU_RUNTIME=xrt (or pack it into an hsaco)"
-                    .into(),
-            }),
+            Artifact::XclbinInsts { xclbin, .. } => {
+                Err(refuse(xclbin.display().to_string(), "an xclbin"))
+            }
+            Artifact::Elf { kernel_name, .. } => {
+                Err(refuse(kernel_name.clone(), "a bare full ELF"))
+            }
+            Artifact::Directory {
+                dir,
+                format,
+                kernel_name,
+            } => self.load(&pack::artifact(
+                &BuildFiles::on_disk(dir),
+                *format,
+                kernel_name,
+            )?),
         }
+    }
+
+    fn release(&self, program: &Program) {
+        lock(&self.programs).retain(|_, p| !p.same(program));
     }
 
     fn alloc_shared(&self, len: usize) -> Result<Box<dyn SharedBuffer>, RuntimeError> {
@@ -334,24 +325,24 @@ impl Runtime for HsaRuntime {
                 reason: "a shared buffer needs at least one byte".into(),
             });
         }
-        let memory = DeviceMemory::allocate(&self.session, self.session.pools.data, len)?;
-        Ok(Box::new(HsaSharedBuffer::new(memory, self.shared.clone())))
+        let memory = PoolAllocation::new(&self.session.hsa, self.session.pools.data, len)?;
+        Ok(Box::new(HsaSharedBuffer::new(
+            memory,
+            Arc::clone(&self.shared),
+        )))
     }
 
-    fn dispatch(
-        &self,
-        program: &Program,
-        args: &[HostArg],
-        options: &DispatchOptions<'_>,
-    ) -> Result<DispatchReport, RuntimeError> {
-        let kernel_object = self.check_args(program, args, options)?;
+    fn shared_regions(&self) -> Option<&SharedRegions> {
+        Some(&self.shared)
+    }
+
+    fn run(&self, launch: &Launch<'_>) -> Result<DispatchReport, RuntimeError> {
+        let kernel = self.kernel(launch.program())?;
         let target = Target {
-            name: &program.kernel_name,
-            kernel_object,
-            timeout: options.timeout.or(self.default_timeout),
-            writeback: options.writeback,
+            kernel_object: kernel.kernel_object,
+            timeout: launch.timeout().or(self.default_timeout),
             verify_writeback: self.verify_writeback,
         };
-        lock(&self.dispatcher).dispatch(&target, args, &self.shared)
+        lock(&self.dispatcher).dispatch(&target, launch)
     }
 }

@@ -1,16 +1,14 @@
-//! Loading hsaco code objects: reader → executable → external variables → load → freeze →
-//! kernel symbol → kernel object. Every failure path releases what was made before it.
+//! Loading hsaco code objects, one step per function: reader → executable → external variables
+//! → load → freeze → kernel symbol. Each step's object frees itself on drop, so a failure at
+//! any step releases what the earlier ones made.
 
 use std::ffi::CString;
-use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::sync::Arc;
 
-use hsa_sys::*;
-
-use super::memory::DeviceMemory;
 use super::session::Session;
 use crate::RuntimeError;
+use crate::raw::hsa::{CodeObjectReader, Executable, HsaError, HsaStatus, PoolAllocation};
 
 /// Where the code object comes from.
 #[derive(Debug, Clone, Copy)]
@@ -29,280 +27,223 @@ pub struct Variable {
     pub size: u64,
 }
 
-/// A loaded, frozen executable and the variables it was given. Dropping it destroys the
-/// executable (ROCr frees the device copies of the code), then frees the variables.
+/// A loaded, frozen executable and the names of the variables it was given (its memory, in
+/// the same order, lives in the executable).
 pub(crate) struct LoadedCode {
-    session: Arc<Session>,
-    executable: hsa_executable_t,
-    variables: Vec<(String, DeviceMemory)>,
+    executable: Executable,
+    variable_names: Vec<String>,
 }
 
-impl Drop for LoadedCode {
-    fn drop(&mut self) {
-        // SAFETY: created by hsa_executable_create_alt and destroyed only here.
-        let rc = unsafe { self.session.api().hsa_executable_destroy(self.executable) };
-        if rc != HSA_STATUS_SUCCESS {
-            tracing::warn!(
-                "hsa_executable_destroy failed: {}",
-                self.session.lib.status_text(rc)
-            );
-        }
-        self.variables.clear();
-    }
-}
-
-/// The backend state of a [`crate::Program`] loaded by the HSA runtime.
+/// The runtime state of a [`crate::Program`] loaded by the HSA runtime.
 pub struct HsaKernel {
     pub(crate) runtime_id: u64,
     pub(crate) code: Arc<LoadedCode>,
     pub(crate) kernel_object: u64,
-    /// `KERNARG_SEGMENT_SIZE`: 16 bytes per buffer argument.
+    /// `KERNARG_SEGMENT_SIZE`: 16 bytes per buffer argument (0 when ROCr did not say).
     pub(crate) kernarg_size: u32,
 }
 
 impl HsaKernel {
     /// The device address and size of an external variable defined for this kernel.
     pub fn variable(&self, name: &str) -> Option<(*mut u8, usize)> {
-        self.code
-            .variables
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, m)| (m.ptr(), m.len()))
+        let code = &self.code;
+        let i = code.variable_names.iter().position(|n| n == name)?;
+        code.executable
+            .variables()
+            .get(i)
+            .map(|m| (m.as_ptr(), m.len()))
     }
 
     /// The kernel object handle ROCr gave for the symbol.
     pub fn kernel_object(&self) -> u64 {
         self.kernel_object
     }
-}
 
-struct Reader<'a> {
-    session: &'a Session,
-    handle: hsa_code_object_reader_t,
-}
-
-impl Drop for Reader<'_> {
-    fn drop(&mut self) {
-        // SAFETY: created by hsa_code_object_reader_create_* and destroyed only here.
-        unsafe {
-            self.session
-                .api()
-                .hsa_code_object_reader_destroy(self.handle)
-        };
+    /// The kernarg segment size ROCr reported (0 when it did not).
+    pub fn kernarg_size(&self) -> u32 {
+        self.kernarg_size
     }
 }
 
-fn load_error(kernel: &str, reason: impl Into<String>) -> RuntimeError {
-    RuntimeError::Load {
-        kernel: kernel.to_owned(),
-        reason: reason.into(),
+/// A loaded kernel: its code, kernel object and kernarg size.
+pub(crate) struct Loaded {
+    pub code: Arc<LoadedCode>,
+    pub kernel_object: u64,
+    pub kernarg_size: u32,
+}
+
+/// What is being loaded, for messages.
+struct Job<'a> {
+    session: &'a Session,
+    /// The source, as messages name it (`the hsaco` or a path).
+    what: &'a str,
+    kernel: &'a str,
+}
+
+impl Job<'_> {
+    fn refuse(&self, reason: impl Into<String>) -> RuntimeError {
+        RuntimeError::Load {
+            kernel: self.kernel.to_owned(),
+            reason: reason.into(),
+        }
+    }
+
+    /// A failed step, with the call and the source named.
+    fn failed(&self, e: HsaError) -> RuntimeError {
+        self.refuse(format!("{} on {} failed: {}", e.call, self.what, e.text))
     }
 }
 
 /// Loads `kernel_name` from `source` with `variables` defined; `what` names the source.
 pub(crate) fn load(
-    session: &Arc<Session>,
+    session: &Session,
     source: CodeSource<'_>,
     what: &str,
     kernel_name: &str,
     variables: &[Variable],
-) -> Result<(Arc<LoadedCode>, u64, u32), RuntimeError> {
-    let api = session.api();
-    let lib = session.lib;
-    let status_error = |call: &str, rc: hsa_status_t| {
-        load_error(
-            kernel_name,
-            format!("{call} on {what} failed: {}", lib.status_text(rc)),
-        )
-    };
-    let c_kernel = CString::new(kernel_name)
-        .map_err(|_| load_error(kernel_name, "the kernel name contains a NUL byte"))?;
-
-    let mut reader = hsa_code_object_reader_t { handle: 0 };
-    // The file stays open until the reader is destroyed.
-    let file;
-    let rc = match source {
-        CodeSource::File(path) => {
-            file = std::fs::File::open(path).map_err(|e| {
-                load_error(kernel_name, format!("cannot open {}: {e}", path.display()))
-            })?;
-            // SAFETY: an open descriptor and a valid out pointer.
-            unsafe { api.hsa_code_object_reader_create_from_file(file.as_raw_fd(), &mut reader) }
-        }
-        CodeSource::Bytes(bytes) => {
-            if bytes.is_empty() {
-                return Err(load_error(kernel_name, format!("{what} is empty")));
-            }
-            // SAFETY: the bytes outlive the reader (destroyed before this function returns).
-            unsafe {
-                api.hsa_code_object_reader_create_from_memory(
-                    bytes.as_ptr().cast(),
-                    bytes.len(),
-                    &mut reader,
-                )
-            }
-        }
-    };
-    if rc != HSA_STATUS_SUCCESS {
-        return Err(status_error("hsa_code_object_reader_create", rc));
-    }
-    let reader = Reader {
+) -> Result<Loaded, RuntimeError> {
+    let job = Job {
         session,
-        handle: reader,
+        what,
+        kernel: kernel_name,
     };
-
-    let mut executable = hsa_executable_t { handle: 0 };
-    // SAFETY: valid out pointer; options NULL as ROCr's AIE tests pass.
-    let rc = unsafe {
-        api.hsa_executable_create_alt(
-            HSA_PROFILE_FULL,
-            HSA_DEFAULT_FLOAT_ROUNDING_MODE_DEFAULT,
-            core::ptr::null(),
-            &mut executable,
-        )
+    let c_kernel =
+        CString::new(kernel_name).map_err(|_| job.refuse("the kernel name contains a NUL byte"))?;
+    // The file stays open until the reader is gone.
+    let file = match source {
+        CodeSource::File(path) => Some(
+            std::fs::File::open(path)
+                .map_err(|e| job.refuse(format!("cannot open {}: {e}", path.display())))?,
+        ),
+        CodeSource::Bytes(_) => None,
     };
-    if rc != HSA_STATUS_SUCCESS {
-        return Err(status_error("hsa_executable_create_alt", rc));
-    }
-    let mut code = LoadedCode {
-        session: session.clone(),
-        executable,
-        variables: Vec::new(),
-    };
-
+    let reader = open_reader(&job, source, file.as_ref())?;
+    let mut executable = Executable::new(&session.hsa).map_err(|e| job.failed(e))?;
     // External variables must exist before the code that relocates against them is loaded.
+    let variable_names = define_variables(&job, &mut executable, variables)?;
+    load_code(&job, &mut executable, &reader)?;
+    executable.freeze().map_err(|e| job.failed(e))?;
+    drop(reader);
+    let (kernel_object, kernarg_size) = kernel_symbol(&job, &executable, &c_kernel)?;
+    Ok(Loaded {
+        code: Arc::new(LoadedCode {
+            executable,
+            variable_names,
+        }),
+        kernel_object,
+        kernarg_size,
+    })
+}
+
+fn open_reader<'a>(
+    job: &Job<'_>,
+    source: CodeSource<'a>,
+    file: Option<&'a std::fs::File>,
+) -> Result<CodeObjectReader<'a>, RuntimeError> {
+    let hsa = &job.session.hsa;
+    let reader = match (source, file) {
+        (CodeSource::Bytes(bytes), _) => {
+            if bytes.is_empty() {
+                return Err(job.refuse(format!("{} is empty", job.what)));
+            }
+            CodeObjectReader::from_memory(hsa, bytes)
+        }
+        (CodeSource::File(_), Some(file)) => CodeObjectReader::from_file(hsa, file),
+        (CodeSource::File(path), None) => {
+            return Err(job.refuse(format!("{} was not opened", path.display())));
+        }
+    };
+    reader.map_err(|e| {
+        job.failed(HsaError {
+            call: "hsa_code_object_reader_create".into(),
+            ..e
+        })
+    })
+}
+
+/// Allocates and defines each variable; returns their names in definition order.
+fn define_variables(
+    job: &Job<'_>,
+    executable: &mut Executable,
+    variables: &[Variable],
+) -> Result<Vec<String>, RuntimeError> {
+    let session = job.session;
+    let mut names = Vec::with_capacity(variables.len());
     for v in variables {
-        let c_name = CString::new(v.name.as_str()).map_err(|_| {
-            load_error(
-                kernel_name,
-                format!("variable name {:?} contains NUL", v.name),
-            )
-        })?;
+        let c_name = CString::new(v.name.as_str())
+            .map_err(|_| job.refuse(format!("variable name {:?} contains NUL", v.name)))?;
         let size = usize::try_from(v.size)
             .ok()
             .filter(|s| *s > 0)
             .ok_or_else(|| {
-                load_error(
-                    kernel_name,
-                    format!(
-                        "variable {:?} has size {}; it needs at least one byte",
-                        v.name, v.size
-                    ),
-                )
+                job.refuse(format!(
+                    "variable {:?} has size {}; it needs at least one byte",
+                    v.name, v.size
+                ))
             })?;
-        let memory = DeviceMemory::allocate(session, session.pools.data, size)?;
-        // SAFETY: live executable, NUL-terminated name, address of a pool allocation.
-        let rc = unsafe {
-            api.hsa_executable_agent_global_variable_define(
-                executable,
-                session.agent,
-                c_name.as_ptr(),
-                memory.ptr().cast(),
-            )
-        };
-        code.variables.push((v.name.clone(), memory));
-        if rc != HSA_STATUS_SUCCESS {
-            return Err(status_error(&format!("defining variable {:?}", v.name), rc));
-        }
+        let memory = PoolAllocation::new(&session.hsa, session.pools.data, size)?;
+        executable
+            .define_variable(session.agent, &c_name, memory)
+            .map_err(|e| {
+                job.failed(HsaError {
+                    call: format!("defining variable {:?}", v.name).into(),
+                    ..e
+                })
+            })?;
+        names.push(v.name.clone());
     }
+    Ok(names)
+}
 
-    // SAFETY: live executable and reader; options NULL; the loaded-object out pointer may be NULL.
-    let rc = unsafe {
-        api.hsa_executable_load_agent_code_object(
-            executable,
-            session.agent,
-            reader.handle,
-            core::ptr::null(),
-            core::ptr::null_mut(),
-        )
+/// Loads the code object, explaining the refusals a user can act on.
+fn load_code(
+    job: &Job<'_>,
+    executable: &mut Executable,
+    reader: &CodeObjectReader<'_>,
+) -> Result<(), RuntimeError> {
+    let Err(e) = executable.load(job.session.agent, reader) else {
+        return Ok(());
     };
-    if rc != HSA_STATUS_SUCCESS {
-        let agent = &session.agent_name;
-        let reason = match rc {
-            HSA_STATUS_ERROR_INCOMPATIBLE_ARGUMENTS => format!(
-                "{what} has no code for this NPU ({agent}): it was built for another NPU \
-                 generation; rebuild it for {agent} ({})",
-                lib.status_text(rc)
-            ),
-            HSA_STATUS_ERROR_INVALID_CODE_OBJECT => format!(
-                "ROCr refused {what} as a malformed AIE code object ({}); check it with \
-                 `triton-npu hsaco dump`",
-                lib.status_text(rc)
-            ),
-            HSA_STATUS_ERROR_VARIABLE_UNDEFINED => format!(
-                "{what} relocates against an external variable that was not defined ({}); pass \
-                 each variable the kernel needs (e.g. scratch-pad-ctrl) with its size",
-                lib.status_text(rc)
-            ),
-            _ => format!(
-                "hsa_executable_load_agent_code_object on {what} failed: {}",
-                lib.status_text(rc)
-            ),
-        };
-        return Err(load_error(kernel_name, reason));
-    }
-    // SAFETY: live executable; options NULL.
-    let rc = unsafe { api.hsa_executable_freeze(executable, core::ptr::null()) };
-    if rc != HSA_STATUS_SUCCESS {
-        return Err(status_error("hsa_executable_freeze", rc));
-    }
-    let mut symbol = hsa_executable_symbol_t { handle: 0 };
-    // SAFETY: frozen executable, NUL-terminated name, the agent, a valid out pointer.
-    let rc = unsafe {
-        api.hsa_executable_get_symbol_by_name(
-            executable,
-            c_kernel.as_ptr(),
-            &session.agent,
-            &mut symbol,
-        )
+    let (what, agent) = (job.what, &job.session.agent_name);
+    let text = &e.text;
+    let reason = match e.status {
+        HsaStatus::IncompatibleArguments => format!(
+            "{what} has no code for this NPU ({agent}): it was built for another NPU generation; \
+             rebuild it for {agent} ({text})"
+        ),
+        HsaStatus::InvalidCodeObject => format!(
+            "ROCr refused {what} as a malformed AIE code object ({text}); check it with \
+             `triton-npu hsaco dump`"
+        ),
+        HsaStatus::VariableUndefined => format!(
+            "{what} relocates against an external variable that was not defined ({text}); pass \
+             each variable the kernel needs (e.g. scratch-pad-ctrl) with its size"
+        ),
+        _ => return Err(job.failed(e)),
     };
-    if rc == HSA_STATUS_ERROR_INVALID_SYMBOL_NAME {
-        return Err(load_error(
-            kernel_name,
-            format!(
-                "{what} has no kernel named {kernel_name:?} for {}; full-ELF kernels are named \
+    Err(job.refuse(reason))
+}
+
+/// The kernel object and kernarg size of `name` in the frozen executable.
+fn kernel_symbol(
+    job: &Job<'_>,
+    executable: &Executable,
+    name: &CString,
+) -> Result<(u64, u32), RuntimeError> {
+    let symbol = match executable.kernel(name, job.session.agent) {
+        Ok(symbol) => symbol,
+        Err(e) if e.status == HsaStatus::InvalidSymbolName => {
+            return Err(job.refuse(format!(
+                "{} has no kernel named {:?} for {}; full-ELF kernels are named \
                  `main:<instance>`, PdiInsts kernels by their Triton name (list them with \
                  `triton-npu hsaco dump`)",
-                session.agent_name
-            ),
-        ));
-    }
-    if rc != HSA_STATUS_SUCCESS {
-        return Err(status_error("hsa_executable_get_symbol_by_name", rc));
-    }
-    let mut kernel_object = 0u64;
-    // SAFETY: KERNEL_OBJECT writes a uint64_t.
-    let rc = unsafe {
-        api.hsa_executable_symbol_get_info(
-            symbol,
-            HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_OBJECT,
-            (&mut kernel_object as *mut u64).cast(),
-        )
+                job.what, job.kernel, job.session.agent_name
+            )));
+        }
+        Err(e) => return Err(job.failed(e)),
     };
-    if rc != HSA_STATUS_SUCCESS {
-        return Err(status_error(
-            "hsa_executable_symbol_get_info(KERNEL_OBJECT)",
-            rc,
-        ));
+    if symbol.kernel_object == 0 {
+        return Err(job.refuse("ROCr returned a null kernel object after freezing"));
     }
-    if kernel_object == 0 {
-        return Err(load_error(
-            kernel_name,
-            "ROCr returned a null kernel object after freezing",
-        ));
-    }
-    let mut kernarg_size = 0u32;
-    // SAFETY: KERNARG_SEGMENT_SIZE writes a uint32_t.
-    let rc = unsafe {
-        api.hsa_executable_symbol_get_info(
-            symbol,
-            HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_SIZE,
-            (&mut kernarg_size as *mut u32).cast(),
-        )
-    };
-    if rc != HSA_STATUS_SUCCESS {
-        kernarg_size = 0;
-    }
-    drop(reader);
-    Ok((Arc::new(code), kernel_object, kernarg_size))
+    Ok((symbol.kernel_object, symbol.kernarg_size.unwrap_or(0)))
 }

@@ -1,4 +1,5 @@
-//! The XRT implementation of [`Runtime`], through triton-npu's XRT shim (`xrt-sys`).
+//! The XRT runtime, through triton-npu's XRT shim (`xrt-sys`, the checked layer over its C ABI
+//! with handle types that release themselves): [`BACKEND`] and [`XrtRuntime`]. Safe code.
 //!
 //! * npu1 (`Artifact::XclbinInsts`): the xclbin is registered once per file; each program keeps
 //!   a hardware context and its `MLIR_AIE*` kernel, its instruction buffer (cacheable, group of
@@ -12,8 +13,9 @@
 //! `session::ReusedRun`).
 //!
 //! Programs' device state lives in sessions, at most `AMD_TRITON_NPU_XRT_MAX_SESSIONS` of them
-//! (least recently used released first). When the driver refuses a context (`CREATE_HWCTX`),
-//! idle sessions are released and creation is retried once. Every argument is synced to the
+//! (least recently used released first). When the driver refuses a context
+//! (`XrtSysError::ContextRefused`), idle sessions are released and creation is retried once;
+//! a refusal that persists is a [`RuntimeError::HardwareContext`]. Every argument is synced to the
 //! device before a run; only the arguments the kernel writes (`DispatchOptions::writeback`) are
 //! synced back and copied out. A run that does not complete raises with its ERT state; a run
 //! that times out is aborted. A failed run's session is dropped, so the next dispatch starts on
@@ -29,16 +31,18 @@ use std::time::{Instant, SystemTime};
 use npu_target::{Config, NpuVersion, RuntimeKind};
 use xrt_sys::{Bo, BoFlags, BoKind, Device, Elf, SyncDirection, WaitOutcome, Xclbin, XrtSysError};
 
+use crate::shared::SharedRegions;
 use crate::{
-    Artifact, DispatchOptions, DispatchReport, HostArg, MAX_KERNEL_ARGS, Program, Runtime,
-    RuntimeError, SharedBuffer,
+    Artifact, BuildFiles, DispatchReport, Launch, Program, Runtime, RuntimeError, SharedBuffer,
 };
 
+mod backend;
 pub mod discovery;
 mod doctor;
 mod session;
 mod shared;
 
+pub use backend::{BACKEND, XrtBackend};
 pub use doctor::{XrtReport, XrtTargetProbe, doctor_report};
 pub use shared::XrtSharedBuffer;
 
@@ -226,47 +230,56 @@ impl XrtRuntime {
         spec: ProgramSpec,
         name: String,
     ) -> Result<Program, RuntimeError> {
-        let session = self
-            .create_session(state, &spec)
-            .map_err(|e| RuntimeError::Load {
-                kernel: name.clone(),
-                reason: e,
-            })?;
+        let session = self.create_session(state, &spec).map_err(|e| {
+            e.into_error(&name, |kernel, reason| RuntimeError::Load {
+                kernel,
+                reason,
+            })
+        })?;
         let cell = state.sessions.insert(spec.id, session);
         spec.set_resident(&cell);
         state.next_program += 1;
-        // Neither artifact says exactly how many buffers the kernel takes (an xclbin declares
-        // an upper bound), so the program does not claim a count.
-        let program = Program::new(Arc::new(spec), name, None);
+        // Neither artifact says exactly how many buffers the kernel takes; an xclbin declares
+        // its buffer slots, an upper bound.
+        let max_args = spec.max_args();
+        let mut program = Program::new(Arc::new(spec), name, None);
+        if let Some(max) = max_args {
+            program = program.with_max_args(max);
+        }
         state.programs.insert(key, program.clone());
         Ok(program)
     }
 
     /// A new session for `spec`, making room under the cap first, and retrying once after
-    /// releasing every idle session when the driver has no hardware context left.
-    fn create_session(&self, state: &mut State, spec: &ProgramSpec) -> Result<Session, String> {
+    /// releasing every idle session when the driver refuses a hardware context.
+    fn create_session(
+        &self,
+        state: &mut State,
+        spec: &ProgramSpec,
+    ) -> Result<Session, SessionError> {
         state.sessions.shrink_to(self.max_sessions - 1);
         match Session::create(&self.device, spec) {
-            Err(e) if e.is_hwctx_exhausted() => {
+            Err(e) if e.is_context_refused() => {
                 let released = state.sessions.shrink_to(0);
                 tracing::info!(
                     released,
-                    "the NPU driver has no hardware context left ({e}); released idle sessions, retrying"
+                    "the NPU driver refused a hardware context ({e}); released idle sessions, retrying"
                 );
                 Session::create(&self.device, spec).map_err(|e| {
-                    if e.is_hwctx_exhausted() {
-                        format!(
+                    if e.is_context_refused() {
+                        SessionError::ContextRefused(format!(
                             "{e}. The NPU driver refused a hardware context even after this \
                              process released its {released} idle ones: other processes may hold \
                              contexts; otherwise lower AMD_TRITON_NPU_XRT_MAX_SESSIONS (now {})",
                             self.max_sessions
-                        )
+                        ))
                     } else {
-                        e.to_string()
+                        SessionError::Other(e.to_string())
                     }
                 })
             }
-            other => other.map_err(|e| e.to_string()),
+            Err(e) if e.is_context_refused() => Err(SessionError::ContextRefused(e.to_string())),
+            other => other.map_err(|e| SessionError::Other(e.to_string())),
         }
     }
 
@@ -280,11 +293,11 @@ impl XrtRuntime {
         let cell = match state.sessions.get(spec.id) {
             Some(cell) => cell,
             None => {
-                let session = self.create_session(&mut state, spec).map_err(|reason| {
-                    RuntimeError::Dispatch {
-                        kernel: kernel.to_owned(),
+                let session = self.create_session(&mut state, spec).map_err(|e| {
+                    e.into_error(kernel, |kernel, reason| RuntimeError::Dispatch {
+                        kernel,
                         reason,
-                    }
+                    })
                 })?;
                 state.sessions.insert(spec.id, session)
             }
@@ -307,14 +320,10 @@ impl XrtRuntime {
         &self,
         spec: &ProgramSpec,
         session: &mut Session,
-        kernel: &str,
-        args: &[HostArg],
-        options: &DispatchOptions<'_>,
+        launch: &Launch<'_>,
     ) -> Result<DispatchReport, RuntimeError> {
-        let fail = |e: XrtSysError| RuntimeError::Dispatch {
-            kernel: kernel.to_owned(),
-            reason: e.to_string(),
-        };
+        let fail = |e: XrtSysError| launch.failed(e.to_string());
+        let args = launch.args();
         let mut report = DispatchReport::default();
         // Pass shared buffers in place, stage the rest; everything goes to the device.
         let mut in_place: Vec<Option<Arc<Bo>>> = Vec::with_capacity(args.len());
@@ -332,29 +341,22 @@ impl XrtRuntime {
                 }
                 None => {
                     let bo = session.staging(&self.device, i, arg.len()).map_err(fail)?;
-                    if !arg.is_empty() {
-                        // SAFETY: HostArg guarantees `len` readable bytes; the staging buffer
-                        // holds at least `len` bytes and belongs to this session alone.
-                        unsafe { std::ptr::copy_nonoverlapping(arg.ptr(), bo.as_ptr(), arg.len()) };
-                        bo.sync(SyncDirection::ToDevice, arg.len(), 0)
-                            .map_err(fail)?;
-                    }
+                    arg.read_into(bo.as_mut_slice());
+                    bo.sync(SyncDirection::ToDevice, arg.len(), 0)
+                        .map_err(fail)?;
                     report.staged += 1;
                     in_place.push(None);
                 }
             }
         }
+        let staging = &session.staging;
         let buffer = |i: usize| -> Result<&Bo, RuntimeError> {
-            match (
-                &in_place[i],
-                session.staging.get(i).and_then(Option::as_ref),
-            ) {
+            match (&in_place[i], staging.get(i).and_then(Option::as_ref)) {
                 (Some(bo), _) => Ok(bo),
                 (None, Some(bo)) => Ok(bo),
-                (None, None) => Err(RuntimeError::Dispatch {
-                    kernel: kernel.to_owned(),
-                    reason: format!("internal error: argument {i} has no buffer"),
-                }),
+                (None, None) => {
+                    Err(launch.failed(format!("internal error: argument {i} has no buffer")))
+                }
             }
         };
 
@@ -373,17 +375,17 @@ impl XrtRuntime {
         }
         let started = Instant::now();
         run.start().map_err(fail)?;
-        match run.wait(options.timeout) {
+        match run.wait(launch.timeout()) {
             Ok(WaitOutcome::Completed) => {}
             Ok(WaitOutcome::TimedOut) => {
                 let after = match run.abort() {
                     Ok(state) => format!("aborted it ({state})"),
                     Err(e) => format!("could not abort it: {e}"),
                 };
-                tracing::warn!(kernel, "run timed out; {after}");
+                tracing::warn!(kernel = launch.kernel(), "run timed out; {after}");
                 return Err(RuntimeError::Timeout {
-                    kernel: kernel.to_owned(),
-                    seconds: options.timeout.map_or(0.0, |t| t.as_secs_f64()),
+                    kernel: launch.kernel().to_owned(),
+                    seconds: launch.timeout().map_or(0.0, |t| t.as_secs_f64()),
                 });
             }
             Err(e) => return Err(fail(e)),
@@ -392,8 +394,7 @@ impl XrtRuntime {
 
         // Only what the kernel writes comes back.
         for (i, arg) in args.iter().enumerate() {
-            let written = options.writeback.is_none_or(|mask| mask[i]);
-            if !written || arg.is_empty() {
+            if !launch.writes(i) {
                 continue;
             }
             let bo = buffer(i)?;
@@ -405,12 +406,38 @@ impl XrtRuntime {
                 None => {
                     bo.sync(SyncDirection::FromDevice, arg.len(), 0)
                         .map_err(fail)?;
-                    // SAFETY: as above, in the other direction.
-                    unsafe { std::ptr::copy_nonoverlapping(bo.as_ptr(), arg.ptr(), arg.len()) };
+                    arg.write_from(&bo.as_slice()[..arg.len()]).map_err(|e| {
+                        launch.failed(format!("argument {i} cannot take its result: {e}"))
+                    })?;
                 }
             }
         }
         Ok(report)
+    }
+}
+
+/// Why a session could not be made.
+enum SessionError {
+    /// The driver refused a hardware context, even after idle ones were released.
+    ContextRefused(String),
+    Other(String),
+}
+
+impl SessionError {
+    /// The error for `kernel`: a refused context is its own kind; anything else is what
+    /// `other` makes of it (a refused load, a failed dispatch).
+    fn into_error(
+        self,
+        kernel: &str,
+        other: impl FnOnce(String, String) -> RuntimeError,
+    ) -> RuntimeError {
+        match self {
+            SessionError::ContextRefused(reason) => RuntimeError::HardwareContext {
+                kernel: kernel.to_owned(),
+                reason,
+            },
+            SessionError::Other(reason) => other(kernel.to_owned(), reason),
+        }
     }
 }
 
@@ -439,7 +466,7 @@ fn file_key(path: &Path) -> Result<FileKey, String> {
 
 impl Runtime for XrtRuntime {
     fn kind(&self) -> RuntimeKind {
-        RuntimeKind::Xrt
+        RuntimeKind::XRT
     }
 
     fn device_name(&self) -> Result<String, RuntimeError> {
@@ -450,6 +477,15 @@ impl Runtime for XrtRuntime {
         match artifact {
             Artifact::XclbinInsts { xclbin, insts } => self.load_xclbin_insts(xclbin, insts),
             Artifact::Elf { elf, kernel_name } => self.load_elf(elf, kernel_name),
+            Artifact::Directory {
+                dir,
+                format,
+                kernel_name,
+            } => self.load(&backend::artifact(
+                &BuildFiles::on_disk(dir),
+                *format,
+                kernel_name,
+            )?),
             Artifact::Hsaco { kernel_name, .. } => Err(RuntimeError::Load {
                 kernel: kernel_name.clone(),
                 reason: "an hsaco runs under AMD_TRITON_NPU_RUNTIME=hsa; XRT runs an xclbin with \
@@ -457,6 +493,19 @@ impl Runtime for XrtRuntime {
                     .to_owned(),
             }),
         }
+    }
+
+    /// Forgets the program and releases its session (its hardware context) now.
+    fn release(&self, program: &Program) {
+        let Some(spec) = program.state::<ProgramSpec>() else {
+            return;
+        };
+        if spec.runtime != self.id {
+            return;
+        }
+        let mut state = self.lock();
+        state.programs.retain(|_, p| !p.same(program));
+        state.sessions.remove(spec.id);
     }
 
     fn alloc_shared(&self, len: usize) -> Result<Box<dyn SharedBuffer>, RuntimeError> {
@@ -478,46 +527,16 @@ impl Runtime for XrtRuntime {
         Ok(Box::new(self.shared.add(bo)))
     }
 
-    fn dispatch(
-        &self,
-        program: &Program,
-        args: &[HostArg],
-        options: &DispatchOptions<'_>,
-    ) -> Result<DispatchReport, RuntimeError> {
-        let spec = self.spec(program)?;
-        let kernel = program.kernel_name.as_str();
-        let refuse = |reason: String| RuntimeError::InvalidArguments {
-            kernel: kernel.to_owned(),
-            reason,
-        };
-        // More buffers than the xclbin declares would make XRT write past the command.
-        if let Some(n) = spec.max_args()
-            && args.len() > n
-        {
-            return Err(refuse(format!(
-                "{} buffer arguments given; the xclbin's kernel declares {n}",
-                args.len()
-            )));
-        }
-        if args.len() > MAX_KERNEL_ARGS {
-            return Err(refuse(format!(
-                "{} arguments; at most {MAX_KERNEL_ARGS} are supported",
-                args.len()
-            )));
-        }
-        if let Some(mask) = options.writeback
-            && mask.len() != args.len()
-        {
-            return Err(refuse(format!(
-                "the write-back mask has {} flags for {} arguments",
-                mask.len(),
-                args.len()
-            )));
-        }
-        let cell = self.session(spec, kernel)?;
+    fn shared_regions(&self) -> Option<&SharedRegions> {
+        Some(self.shared.regions())
+    }
+
+    fn run(&self, launch: &Launch<'_>) -> Result<DispatchReport, RuntimeError> {
+        let spec = self.spec(launch.program())?;
+        let cell = self.session(spec, launch.kernel())?;
         let outcome = {
             let mut guard = cell.session.lock().unwrap_or_else(PoisonError::into_inner);
-            self.run_once(spec, &mut guard, kernel, args, options)
+            self.run_once(spec, &mut guard, launch)
         };
         if matches!(
             outcome,

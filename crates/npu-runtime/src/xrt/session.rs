@@ -102,16 +102,12 @@ impl Session {
             } => {
                 let context = device.context_from_xclbin(xclbin)?;
                 let kernel = Arc::new(context.kernel(kernel)?);
-                let instr = device.alloc_bo(
+                let mut instr = device.alloc_bo(
                     insts.len(),
                     BoFlags::CACHEABLE,
                     kernel.group_id(INSTR_ARG)?,
                 )?;
-                // SAFETY: the mapping holds `instr.len() == insts.len()` bytes and nothing else
-                // uses the new buffer.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(insts.as_ptr(), instr.as_ptr(), insts.len())
-                };
+                instr.as_mut_slice()[..insts.len()].copy_from_slice(insts);
                 instr.sync(SyncDirection::ToDevice, insts.len(), 0)?;
                 let words =
                     u32::try_from(insts.len() / 4).map_err(|_| XrtSysError::InvalidInput {
@@ -151,7 +147,7 @@ impl Session {
         device: &Arc<Device>,
         index: usize,
         len: usize,
-    ) -> Result<&Bo, XrtSysError> {
+    ) -> Result<&mut Bo, XrtSysError> {
         if self.staging.len() <= index {
             self.staging.resize_with(index + 1, || None);
         }
@@ -176,7 +172,7 @@ impl Session {
                 None => device.alloc_ext_bo(size)?,
             });
         }
-        slot.as_ref().ok_or_else(|| XrtSysError::InvalidInput {
+        slot.as_mut().ok_or_else(|| XrtSysError::InvalidInput {
             what: format!("argument {index}"),
             reason: "no staging buffer".to_owned(),
         })
@@ -293,6 +289,14 @@ impl Sessions {
             }
         }
         released
+    }
+
+    /// Releases program `id`'s session (its program was released); a dispatch using it keeps
+    /// it until that dispatch ends.
+    pub fn remove(&mut self, id: u64) {
+        if let Some(cell) = self.entries.remove(&id) {
+            cell.retired.store(true, Ordering::Relaxed);
+        }
     }
 
     /// Forgets program `id`'s session if it is still `cell` (after the device failed it).

@@ -6,12 +6,14 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use xrt_sys::Bo;
 
-use crate::{HostArg, SharedBuffer};
+use crate::HostArg;
+use crate::shared::SharedRegions;
 
-/// The shared buffers alive, by mapping address.
+/// The shared buffers alive, by mapping address (and as regions, for the dispatch checks).
 #[derive(Default)]
 pub(crate) struct Registry {
     buffers: Mutex<HashMap<usize, Weak<Bo>>>,
+    regions: SharedRegions,
 }
 
 impl Registry {
@@ -21,10 +23,15 @@ impl Registry {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(bo.as_ptr() as usize, Arc::downgrade(&bo));
+        self.regions.insert(bo.as_ptr() as usize, bo.len());
         XrtSharedBuffer {
             bo,
             registry: Arc::downgrade(self),
         }
+    }
+
+    pub fn regions(&self) -> &SharedRegions {
+        &self.regions
     }
 
     /// The shared buffer `arg` is, if it is exactly one (same address, same length).
@@ -41,13 +48,10 @@ pub struct XrtSharedBuffer {
     registry: Weak<Registry>,
 }
 
-impl SharedBuffer for XrtSharedBuffer {
-    fn as_ptr(&self) -> *mut u8 {
-        self.bo.as_ptr()
-    }
-
-    fn len(&self) -> usize {
-        self.bo.len()
+impl XrtSharedBuffer {
+    /// The buffer object (its mapping is what the shared buffer is).
+    pub fn bo(&self) -> &Bo {
+        &self.bo
     }
 }
 
@@ -59,6 +63,7 @@ impl Drop for XrtSharedBuffer {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .remove(&(self.bo.as_ptr() as usize));
+            registry.regions.remove(self.bo.as_ptr() as usize);
         }
     }
 }

@@ -8,7 +8,7 @@ mod support;
 use std::time::Duration;
 
 use npu_runtime::hsa::{HsaRuntime, doctor_report};
-use npu_runtime::{DispatchOptions, Runtime, RuntimeError};
+use npu_runtime::{DispatchOptions, ErrorKind, Runtime, RuntimeError};
 use support::*;
 
 fn vadd(rt: &HsaRuntime) -> npu_runtime::Program {
@@ -39,6 +39,7 @@ fn run_vadd(
         &DispatchOptions {
             writeback: None,
             timeout,
+            element_sizes: None,
         },
     );
     let expected = a.iter().zip(&b).map(|(x, y)| x + y).collect();
@@ -95,6 +96,12 @@ fn child_fault_recovery() {
     let (r, got, _) = run_vadd(&rt, &program, 64, timeout);
     let err = r.unwrap_err();
     let text = err.to_string();
+    let expected_kind = if kind == "hang" {
+        ErrorKind::Timeout
+    } else {
+        ErrorKind::LaunchFailed
+    };
+    assert_eq!(err.kind(), expected_kind, "{text}");
     match kind.as_str() {
         "queue_error" => {
             assert!(matches!(err, RuntimeError::Dispatch { .. }), "{text}");
@@ -234,6 +241,7 @@ fn child_aie2_agent() {
         .prepare_bytes(&pdi_insts_hsaco("aie2", &[("wide", ADD_F32, 5)]), "wide")
         .unwrap_err();
     assert!(err.to_string().contains("INVALID_CODE_OBJECT"), "{err}");
+    assert_eq!(err.kind(), ErrorKind::LoadRefused);
     assert!(
         prefix
             .last_error()
@@ -285,6 +293,7 @@ fn child_no_agent() {
     let prefix = Prefix::new();
     let err = HsaRuntime::open(&prefix.config(), &[]).unwrap_err();
     assert!(matches!(err, RuntimeError::NoDevice(_)), "{err}");
+    assert_eq!(err.kind(), ErrorKind::NoDevice);
     let text = err.to_string();
     assert!(
         text.contains("reports no AIE agent") && text.contains("CPU \"Harness CPU\""),
@@ -308,6 +317,7 @@ fn child_init_fails() {
     let prefix = Prefix::new();
     let err = HsaRuntime::open(&prefix.config(), &[]).unwrap_err();
     assert!(matches!(err, RuntimeError::NoDevice(_)), "{err}");
+    assert_eq!(err.kind(), ErrorKind::NoDevice);
     let text = err.to_string();
     assert!(text.contains("could not initialise"), "{text}");
     assert!(

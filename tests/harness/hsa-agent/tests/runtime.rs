@@ -41,7 +41,7 @@ fn loads_from_bytes_and_adds_vectors() {
     assert_eq!(rt.agent_name(), "aie2p");
     assert_eq!(rt.device_name().unwrap(), "aie2p");
     assert_eq!(rt.columns(), Some(8));
-    assert_eq!(rt.kind(), npu_target::RuntimeKind::Hsa);
+    assert_eq!(rt.kind(), npu_target::RuntimeKind::HSA);
     let hsaco = pdi_insts_hsaco("aie2p", &[("vadd", ADD_F32, 1)]);
     let program = rt.prepare_bytes(&hsaco, "vadd").unwrap();
     assert_eq!(program.num_args, Some(3));
@@ -110,6 +110,27 @@ fn loads_from_a_file_with_mixed_types_and_caches_the_program() {
         .unwrap();
     assert_eq!(ko(&from_bytes), ko(&program));
     assert_eq!(prefix.stats().live_executables, 1);
+}
+
+#[test]
+fn a_released_program_is_destroyed_once_its_last_handle_goes() {
+    let prefix = Prefix::new();
+    let rt = prefix.runtime();
+    let hsaco = pdi_insts_hsaco("aie2p", &[("vadd", ADD_F32, 1)]);
+    let program = rt.prepare_bytes(&hsaco, "vadd").unwrap();
+    assert_eq!(prefix.stats().live_executables, 1);
+    rt.release(&program);
+    assert_eq!(
+        prefix.stats().live_executables,
+        1,
+        "the handle still holds it"
+    );
+    check_vadd(&rt, &program, 8);
+    drop(program);
+    assert_eq!(prefix.stats().live_executables, 0);
+    let again = rt.prepare_bytes(&hsaco, "vadd").unwrap();
+    assert_eq!(prefix.stats().live_executables, 1, "loaded afresh");
+    check_vadd(&rt, &again, 8);
 }
 
 #[test]
@@ -369,7 +390,7 @@ fn the_writeback_mask_copies_back_only_what_it_names() {
         &[arg(&mut a_buf), arg(&mut b_buf), arg(&mut out)],
         &DispatchOptions {
             writeback: Some(&mask),
-            timeout: None,
+            ..Default::default()
         },
     )
     .unwrap();
@@ -410,7 +431,7 @@ fn verify_writeback_reports_a_kernel_writing_a_masked_argument() {
             &[arg(&mut a), arg(&mut b), arg(&mut out)],
             &DispatchOptions {
                 writeback: Some(&[false, false, true]),
-                timeout: None,
+                ..Default::default()
             },
         )
         .unwrap_err()
@@ -508,7 +529,7 @@ fn bad_arguments_are_refused_before_anything_is_submitted() {
                 args,
                 &DispatchOptions {
                     writeback: mask,
-                    timeout: None,
+                    ..Default::default()
                 },
             )
             .unwrap_err();

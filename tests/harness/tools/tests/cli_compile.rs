@@ -322,7 +322,12 @@ fn refusals_say_what_to_do() {
     for (extra, want) in [
         (
             vec!["--target", "npu2", "--runtime", "hsa", "--format", "pdi"],
-            "pdi output format cannot run under AMD_TRITON_NPU_RUNTIME=hsa",
+            "pdi output format cannot run under HSA (AMD_TRITON_NPU_RUNTIME=hsa)",
+        ),
+        (
+            vec!["--target", "npu2", "--runtime", "xrt", "--format", "pdi"],
+            "pdi output format cannot run under XRT (AMD_TRITON_NPU_RUNTIME=xrt), which loads \
+             elf or xclbin",
         ),
         (
             vec!["--target", "npu1", "--format", "elf"],

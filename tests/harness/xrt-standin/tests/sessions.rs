@@ -1,11 +1,11 @@
-//! Sessions: the LRU cap on live hardware contexts, and the retry after the driver runs out of
-//! them (`CREATE_HWCTX`).
+//! Sessions: the LRU cap on live hardware contexts, the retry after the driver runs out of
+//! them (`CREATE_HWCTX`), and releasing a program's context.
 
 mod common;
 
 use common::*;
 use npu_runtime::xrt::XrtRuntime;
-use npu_runtime::{DispatchOptions, Program, Runtime};
+use npu_runtime::{DispatchOptions, ErrorKind, Program, Runtime};
 
 /// A harness program and what it computes.
 type Case = (&'static str, fn(f32, f32) -> f32);
@@ -107,16 +107,36 @@ fn exhaustion_that_persists_is_reported_with_advice() {
     set_env("NPU_HARNESS_MAX_HWCTX", "0");
     let dir = tempfile::tempdir().unwrap();
     let rt = open(&[("AMD_TRITON_NPU_XRT_MAX_SESSIONS", "3")]);
-    let err = rt
-        .load(&npu1_artifact(dir.path(), ADD))
-        .unwrap_err()
-        .to_string();
+    let err = rt.load(&npu1_artifact(dir.path(), ADD)).unwrap_err();
+    // A kind the caller can act on (release contexts, retry), not a message to search.
+    assert_eq!(err.kind(), ErrorKind::HardwareContextExhausted, "{err}");
+    let err = err.to_string();
     assert!(err.contains("CREATE_HWCTX"), "{err}");
     assert!(
         err.contains("AMD_TRITON_NPU_XRT_MAX_SESSIONS (now 3)"),
         "{err}"
     );
     assert!(err.contains("other processes"), "{err}");
+}
+
+#[test]
+fn releasing_a_program_frees_its_context_and_a_new_load_works() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let rt = open(&[]);
+    let alive = stats().contexts_alive;
+    let program = rt.load(&npu1_artifact(dir.path(), ADD)).unwrap();
+    assert_eq!(stats().contexts_alive, alive + 1);
+    rt.release(&program);
+    assert_eq!(rt.sessions_alive(), 0);
+    assert_eq!(
+        stats().contexts_alive,
+        alive,
+        "the context went with the release"
+    );
+    let again = rt.load(&npu1_artifact(dir.path(), ADD)).unwrap();
+    assert!(!again.same(&program), "a released program is loaded afresh");
+    check(&rt, &again, PROGRAMS[0].1);
 }
 
 #[test]

@@ -90,6 +90,11 @@ impl Prefix {
                 .display()
                 .to_string(),
         );
+        // A private kernel cache of its own, where failed compiles keep their logs.
+        map.insert(
+            "AMD_TRITON_NPU_CACHE_DIR".into(),
+            self.path().join("npu-cache").display().to_string(),
+        );
         for (k, v) in extra {
             map.insert(k.to_string(), v.to_string());
         }

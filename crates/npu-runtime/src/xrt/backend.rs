@@ -1,0 +1,94 @@
+//! XRT as a [`Backend`]: needs no preparation, loads aircc's files as they are.
+
+use std::sync::{Mutex, OnceLock, PoisonError};
+
+use npu_target::xrt_smi::XrtSmiProbe;
+use npu_target::{Config, OutputFormat, RuntimeKind, TargetProbe};
+
+use super::{XrtRuntime, XrtTargetProbe, doctor_report};
+use crate::backend::files::{ELF, INSTS, XCLBIN};
+use crate::backend::{Backend, BuildFiles, Diagnosis, Host};
+use crate::{Artifact, Runtime, RuntimeError};
+
+/// The XRT runtime in the registry.
+pub struct XrtBackend;
+
+pub static BACKEND: XrtBackend = XrtBackend;
+
+/// The process's runtime: XRT hardware contexts are rationed, so every launcher shares it.
+static GLOBAL: OnceLock<XrtRuntime> = OnceLock::new();
+static GLOBAL_INIT: Mutex<()> = Mutex::new(());
+
+/// What XRT loads from the build of `kernel` in `files` (by path: XRT reads its files).
+pub(crate) fn artifact(
+    files: &BuildFiles,
+    format: OutputFormat,
+    kernel: &str,
+) -> Result<Artifact, RuntimeError> {
+    match format {
+        OutputFormat::Elf => Ok(Artifact::Elf {
+            elf: files.path(ELF),
+            kernel_name: kernel.to_owned(),
+        }),
+        OutputFormat::Xclbin => Ok(Artifact::XclbinInsts {
+            xclbin: files.path(XCLBIN),
+            insts: files.path(INSTS),
+        }),
+        OutputFormat::Pdi => Err(RuntimeError::Load {
+            kernel: kernel.to_owned(),
+            reason: npu_target::FormatError::NotAccepted {
+                format,
+                runtime: RuntimeKind::XRT,
+                instead: None,
+            }
+            .to_string(),
+        }),
+    }
+}
+
+impl Backend for XrtBackend {
+    fn kind(&self) -> RuntimeKind {
+        RuntimeKind::XRT
+    }
+
+    fn artifact(
+        &self,
+        files: &BuildFiles,
+        format: OutputFormat,
+        kernel: &str,
+    ) -> Result<Artifact, RuntimeError> {
+        artifact(files, format, kernel)
+    }
+
+    fn open(&self, config: &Config, host: &Host) -> Result<&'static dyn Runtime, RuntimeError> {
+        if let Some(rt) = GLOBAL.get() {
+            return Ok(rt);
+        }
+        let _guard = GLOBAL_INIT.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(rt) = GLOBAL.get() {
+            return Ok(rt);
+        }
+        let rt = XrtRuntime::open(config, &host.shim_dirs)?;
+        Ok(GLOBAL.get_or_init(|| rt))
+    }
+
+    /// The XRT device's name, then `xrt-smi examine`, whichever runtime is configured (upstream
+    /// asks both after the HSA agent).
+    fn probes(&self, config: &Config, host: &Host, _selected: bool) -> Vec<Box<dyn TargetProbe>> {
+        vec![
+            Box::new(XrtTargetProbe::new(config, &host.shim_dirs)),
+            Box::new(XrtSmiProbe::from_config(config)),
+        ]
+    }
+
+    fn diagnose(&self, config: &Config, host: &Host) -> Diagnosis {
+        let report = doctor_report(config, &host.shim_dirs);
+        Diagnosis {
+            usable: report.usable(),
+            detail: report.to_string().trim_end().replace('\n', "; "),
+            fix: "install XRT ≥ 2.19 with the amdxdna driver (xrt-smi examine must list the NPU); \
+                  needed only to run kernels with AMD_TRITON_NPU_RUNTIME=xrt"
+                .to_owned(),
+        }
+    }
+}
