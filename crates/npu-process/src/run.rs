@@ -156,7 +156,7 @@ impl std::fmt::Display for Failure {
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     #[error(transparent)]
-    Start(#[from] StartError),
+    Start(Box<StartError>),
     #[error("{} failed: {}.\n{}", .0.tool, .0.status, .0)]
     Failed(Box<Failure>),
     /// The timeout passed; the tool's process group was killed.
@@ -178,6 +178,12 @@ pub enum RunError {
         #[source]
         source: io::Error,
     },
+}
+
+impl From<StartError> for RunError {
+    fn from(e: StartError) -> Self {
+        RunError::Start(Box::new(e))
+    }
 }
 
 enum Ended {

@@ -41,8 +41,8 @@ mod compile;
 pub mod discovery;
 pub mod error;
 pub mod lower;
-pub mod process;
 mod progress;
+pub mod ttshared;
 mod workdir;
 
 pub use aircc::{AirccOptions, Artifacts};
