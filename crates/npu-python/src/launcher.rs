@@ -243,9 +243,10 @@ impl Launcher {
             actual_sizes: self.actual_sizes,
         };
         let host = self.host.clone();
-        let prepared = py
-            .detach(|| npu_driver::prepare(&config, &host, &request))
-            .map_err(driver_error)?;
+        let prepared = crate::interrupt::detach_interruptible(py, || {
+            npu_driver::prepare(&config, &host, &request)
+        })?
+        .map_err(driver_error)?;
         *self
             .last_cache_dir
             .lock()
