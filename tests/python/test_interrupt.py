@@ -103,7 +103,11 @@ def _hung(child: subprocess.Popen, log: Path, tool: str, timeout: float = 300) -
             out, err = child.communicate()
             raise AssertionError(f"the child ended before {tool} hung:\n{out}\n{err}")
         lines = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-        runs = [e["pid"] for e in lines if e["tool"] == tool and "pid" in e and "--version" not in e["argv"]]
+        runs = [
+            e["pid"]
+            for e in lines
+            if e["tool"] == tool and "pid" in e and "--version" not in e["argv"]
+        ]
         helpers = [e["helper_pid"] for e in lines if e["tool"] == tool and "helper_pid" in e]
         if runs and helpers:
             return [runs[-1], helpers[-1]]
@@ -127,7 +131,11 @@ def _assert_gone(pids: list[int]) -> None:
 
 
 def _reports(stdout: str) -> list[dict]:
-    return [json.loads(line[len("REPORT ") :]) for line in stdout.splitlines() if line.startswith("REPORT ")]
+    return [
+        json.loads(line[len("REPORT ") :])
+        for line in stdout.splitlines()
+        if line.startswith("REPORT ")
+    ]
 
 
 def _finish(child: subprocess.Popen, timeout: float = 300) -> tuple[str, str]:
