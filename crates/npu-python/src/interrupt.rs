@@ -45,10 +45,7 @@ where
             f,
         )
     });
-    let raised = raised
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .take();
+    let raised = raised.lock().unwrap_or_else(PoisonError::into_inner).take();
     match raised {
         Some(e) => Err(e),
         None => Ok(out),
