@@ -633,21 +633,13 @@ mod tests {
             .parse()
             .unwrap();
         let until = Instant::now() + Duration::from_secs(5);
-        while !gone(helper) && Instant::now() < until {
+        while !npu_process::group::has_ended(helper) && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(20));
         }
-        assert!(gone(helper), "the helper {helper} survived the timeout");
-    }
-
-    /// Dead, or a zombie nobody has reaped yet (in containers pid 1 may not reap).
-    fn gone(pid: i32) -> bool {
-        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-            Err(_) => true,
-            Ok(stat) => stat
-                .rsplit(')')
-                .next()
-                .is_some_and(|rest| rest.trim_start().starts_with(['Z', 'X'])),
-        }
+        assert!(
+            npu_process::group::has_ended(helper),
+            "the helper {helper} survived the timeout"
+        );
     }
 
     #[test]

@@ -72,17 +72,6 @@ fn wait_for(path: &Path) {
     assert!(path.exists(), "{} never appeared", path.display());
 }
 
-/// Dead, or a zombie nobody has reaped yet (in containers pid 1 may not reap).
-fn is_gone(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit(')')
-            .next()
-            .is_some_and(|rest| rest.trim_start().starts_with(['Z', 'X'])),
-    }
-}
-
 #[test]
 fn ctrl_c_and_sigterm_stop_a_compile_and_kill_its_tools() {
     for (signal, code, name) in [
@@ -128,11 +117,14 @@ fn ctrl_c_and_sigterm_stop_a_compile_and_kill_its_tools() {
             .map(|l| l.trim().parse().unwrap())
             .collect();
         let until = Instant::now() + Duration::from_secs(10);
-        while !pids.iter().all(|p| is_gone(*p)) && Instant::now() < until {
+        while !pids.iter().all(|p| npu_process::group::has_ended(*p)) && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(20));
         }
         for pid in pids {
-            assert!(is_gone(pid), "{name}: tool process {pid} survived");
+            assert!(
+                npu_process::group::has_ended(pid),
+                "{name}: tool process {pid} survived"
+            );
         }
         // Nothing of the work directory is left behind.
         let left: Vec<_> = std::fs::read_dir(r)

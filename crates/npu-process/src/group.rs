@@ -60,6 +60,20 @@ pub fn kill_group(pgid: libc::pid_t) {
     }
 }
 
+/// Whether process `pid` has ended: it no longer exists, or it is a zombie nobody has reaped
+/// yet (in a container, pid 1 may never reap orphans). For tests and diagnostics: a pid may
+/// be reused once reaped.
+pub fn has_ended(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        // The state follows the command name, which is in parentheses and may hold any byte.
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with(['Z', 'X'])),
+    }
+}
+
 /// The shell the watchdog runs in.
 const SHELL: &str = "/bin/sh";
 /// Waits for end-of-file on stdin (our death, or [`Watchdog`] being dropped), then kills the

@@ -48,24 +48,16 @@ fn wait_for_pids(dir: &Path) -> Vec<i32> {
     text.lines().map(|l| l.trim().parse().unwrap()).collect()
 }
 
-/// Dead, or a zombie nobody has reaped yet (in containers pid 1 may not reap).
-fn is_gone(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit(')')
-            .next()
-            .is_some_and(|rest| rest.trim_start().starts_with(['Z', 'X'])),
-    }
-}
-
 fn assert_all_gone(pids: &[i32]) {
     let until = Instant::now() + Duration::from_secs(10);
-    while !pids.iter().all(|p| is_gone(*p)) && Instant::now() < until {
+    while !pids.iter().all(|p| npu_process::group::has_ended(*p)) && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(20));
     }
     for pid in pids {
-        assert!(is_gone(*pid), "process {pid} of the tool survived");
+        assert!(
+            npu_process::group::has_ended(*pid),
+            "process {pid} of the tool survived"
+        );
     }
 }
 
