@@ -12,6 +12,10 @@
 //!
 //! Only Python's main thread runs signal handlers: a call made on another thread is never
 //! interrupted, as Python code there never sees `KeyboardInterrupt` either.
+//!
+//! Because the check takes the GIL, the wrapped call must not hold, while it waits, a lock
+//! that code holding the GIL may block on (the launcher's tables are only locked briefly, never
+//! across a compile).
 
 use std::sync::{Arc, Mutex, PoisonError};
 
