@@ -31,6 +31,8 @@ __all__ = [
     "NPUTimeoutError",
     "NPUCacheError",
     "CachePermissionError",
+    "NPUResourceError",
+    "NPUInterruptedError",
     "KIND_CLASSES",
 ]
 
@@ -95,6 +97,16 @@ class CachePermissionError(NPUCacheError, PermissionError):
     cache decides what code runs on the NPU."""
 
 
+class NPUResourceError(NPUError, OSError):
+    """A limit of the process or the system was reached (open files, processes, memory); the
+    message names the limit, its value and what to raise."""
+
+
+class NPUInterruptedError(NPUError, InterruptedError):
+    """A wait was interrupted (Ctrl-C, SIGTERM) and what it waited for was stopped. Ctrl-C in
+    Python's main thread raises ``KeyboardInterrupt`` itself; this is for the other causes."""
+
+
 # The native core raises these by kind name (`ErrorKind` in crate npu-driver); one table, so
 # a new kind is one line here and one in the Rust enum.
 KIND_CLASSES: dict[str, type[NPUError]] = {
@@ -110,4 +122,6 @@ KIND_CLASSES: dict[str, type[NPUError]] = {
     "timeout": NPUTimeoutError,
     "cache": NPUCacheError,
     "cache_permission": CachePermissionError,
+    "resources_exhausted": NPUResourceError,
+    "interrupted": NPUInterruptedError,
 }

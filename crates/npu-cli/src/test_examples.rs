@@ -4,18 +4,18 @@
 //! Each example directory's `*_inference.py` scripts run if it has any, else every `*.py`
 //! in it. A script runs with the example directory as its working directory, with
 //! `AIR_TRANSFORM_TILING_SCRIPT` pointing at `transform_<device>.mlir` when the directory has
-//! one, in its own process group, and is killed with that whole group when it overruns the
-//! timeout. Exit status 0 is a pass, 77 a skip, anything else a failure.
+//! one, through `npu-process` (its own process group, killed as a whole when it overruns the
+//! timeout, when the run is interrupted, or when the runner dies). Exit status 0 is a pass, 77
+//! a skip, anything else a failure.
 
-use std::fs::File;
 use std::io::{self, Write};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
-use npu_toolchain::process::{exited_unreaped, kill_group, tail_lines};
+use npu_process::text::tail_lines;
+use npu_process::{Interrupted, Output, Quiet, RunError, ToolCommand};
 
 use crate::Host;
 
@@ -100,20 +100,19 @@ pub enum ExamplesError {
     #[error("cannot create a directory for the logs: {0}")]
     LogDir(#[source] io::Error),
     #[error(
-        "cannot start the Python interpreter {python}: {source}; put python3 on PATH or run \
-         `python -m triton_npu test-examples …` with the interpreter that has triton-npu"
+        "cannot start the Python interpreter {python}: {reason}; put python3 in a directory \
+         PATH names absolutely, or run `python -m triton_npu test-examples …` with the \
+         interpreter that has triton-npu"
     )]
-    Python {
-        python: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    Python { python: PathBuf, reason: String },
     #[error("cannot run {script}: {source}")]
-    Spawn {
+    Run {
         script: PathBuf,
         #[source]
-        source: io::Error,
+        source: RunError,
     },
+    #[error(transparent)]
+    Config(#[from] npu_target::ConfigError),
 }
 
 /// One example directory and what runs in it.
@@ -219,7 +218,7 @@ pub enum Outcome {
     Failed(String),
     TimedOut,
     /// The run was interrupted (SIGINT/SIGTERM) while this script ran.
-    Interrupted,
+    Interrupted(Interrupted),
 }
 
 impl Outcome {
@@ -229,14 +228,14 @@ impl Outcome {
             Outcome::Skipped(_) => "SKIP",
             Outcome::Failed(_) => "FAIL",
             Outcome::TimedOut => "TIMEOUT",
-            Outcome::Interrupted => "INTERRUPTED",
+            Outcome::Interrupted(_) => "INTERRUPTED",
         }
     }
 
     fn is_failure(&self) -> bool {
         matches!(
             self,
-            Outcome::Failed(_) | Outcome::TimedOut | Outcome::Interrupted
+            Outcome::Failed(_) | Outcome::TimedOut | Outcome::Interrupted(_)
         )
     }
 }
@@ -252,22 +251,37 @@ pub struct ScriptRun {
 }
 
 /// The interpreter the scripts run with: the one running this command when it runs inside
-/// Python, else `python3` from `PATH`.
-fn python_of(host: &Host) -> PathBuf {
-    host.python
+/// Python, else `python3` from the absolute entries of `PATH` (`path`).
+fn python_of(host: &Host, path: &[PathBuf]) -> Result<PathBuf, ExamplesError> {
+    if let Some(own) = host
+        .python
         .as_ref()
         .map(|p| p.executable.clone())
         .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or_else(|| PathBuf::from("python3"))
+    {
+        return Ok(own);
+    }
+    npu_process::lookup::find_program("python3", path).ok_or_else(|| ExamplesError::Python {
+        python: PathBuf::from("python3"),
+        reason: format!(
+            "not found in the absolute PATH entries ({})",
+            std::env::join_paths(path)
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        ),
+    })
 }
 
 /// Runs `test-examples`; returns the exit code (0 all passed or skipped, 1 a failure or
-/// timeout, 2 bad input, 130 interrupted).
+/// timeout, 2 bad input, 130 interrupted by SIGINT, 143 by SIGTERM).
 pub fn run(args: &TestExamplesArgs, host: &Host) -> u8 {
     match run_all(args, host) {
         Ok(runs) => {
-            if runs.iter().any(|r| r.outcome == Outcome::Interrupted) {
-                130
+            if let Some(cause) = runs.iter().find_map(|r| match r.outcome {
+                Outcome::Interrupted(cause) => Some(cause),
+                _ => None,
+            }) {
+                cause.exit_code()
             } else if runs.iter().any(|r| r.outcome.is_failure()) {
                 1
             } else {
@@ -287,7 +301,8 @@ fn run_all(args: &TestExamplesArgs, host: &Host) -> Result<Vec<ScriptRun>, Examp
         .prefix("triton-npu-examples-")
         .tempdir()
         .map_err(ExamplesError::LogDir)?;
-    let python = python_of(host);
+    let config = npu_target::Config::current()?;
+    let python = python_of(host, &config.locations.path)?;
     let timeout = Duration::from_secs_f64(args.timeout);
     let total: usize = examples.iter().map(|e| e.scripts.len()).sum();
     println!(
@@ -298,7 +313,6 @@ fn run_all(args: &TestExamplesArgs, host: &Host) -> Result<Vec<ScriptRun>, Examp
         python.display(),
         args.timeout
     );
-    let _signals = SignalGuard::install();
     let mut runs = Vec::with_capacity(total);
     'examples: for example in &examples {
         for script in &example.scripts {
@@ -325,7 +339,7 @@ fn run_all(args: &TestExamplesArgs, host: &Host) -> Result<Vec<ScriptRun>, Examp
                 log,
             };
             report(&run, args.verbose);
-            let interrupted = run.outcome == Outcome::Interrupted;
+            let interrupted = matches!(run.outcome, Outcome::Interrupted(_));
             runs.push(run);
             if interrupted {
                 break 'examples;
@@ -390,12 +404,13 @@ fn summary(runs: &[ScriptRun]) {
         runs.len(),
         count(|o| *o == Outcome::Passed),
         count(|o| matches!(o, Outcome::Skipped(_))),
-        count(|o| matches!(o, Outcome::Failed(_) | Outcome::Interrupted)),
+        count(|o| matches!(o, Outcome::Failed(_) | Outcome::Interrupted(_))),
         count(|o| *o == Outcome::TimedOut),
     );
 }
 
-/// Runs one script to completion or to the deadline, its output into `log`.
+/// Runs one script to completion, to the deadline or to an interruption, its output into
+/// `log`.
 fn run_script(
     python: &Path,
     example: &Example,
@@ -403,70 +418,28 @@ fn run_script(
     log: &Path,
     timeout: Duration,
 ) -> Result<Outcome, ExamplesError> {
-    let spawn_err = |source| ExamplesError::Spawn {
-        script: script.to_owned(),
-        source,
-    };
-    let out = File::create(log).map_err(spawn_err)?;
-    let err = out.try_clone().map_err(spawn_err)?;
-    let mut command = Command::new(python);
-    command
+    let mut command = ToolCommand::new("the example script", python, timeout)
         .arg(script)
-        .current_dir(&example.dir)
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
+        .cwd(&example.dir)
         // Output reaches the log in the order it was written.
         .env("PYTHONUNBUFFERED", "1")
-        .process_group(0);
+        .output(Output::Log(log.to_owned()));
     if let Some(transform) = &example.transform_script {
-        command.env("AIR_TRANSFORM_TILING_SCRIPT", transform);
+        command = command.env("AIR_TRANSFORM_TILING_SCRIPT", transform);
     }
-    let mut child = command.spawn().map_err(|source| {
-        if source.kind() == io::ErrorKind::NotFound {
-            ExamplesError::Python {
-                python: python.to_owned(),
-                source,
-            }
-        } else {
-            spawn_err(source)
-        }
-    })?;
-    let pgid = child.id() as libc::pid_t;
-    CURRENT_GROUP.store(pgid, Ordering::SeqCst);
-    let deadline = Instant::now() + timeout;
-    let mut pause = Duration::from_millis(2);
-    let ended = loop {
-        if INTERRUPTED.load(Ordering::SeqCst) != 0 {
-            break Ended::Interrupted;
-        }
-        match exited_unreaped(pgid) {
-            Ok(true) | Err(_) => break Ended::Exited,
-            Ok(false) => {}
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            break Ended::TimedOut;
-        }
-        std::thread::sleep(pause.min(deadline - now));
-        pause = (pause * 2).min(Duration::from_millis(50));
-    };
-    // Helpers the script left running go with it; the leader is still unreaped, so the group
-    // id cannot have been reused.
-    kill_group(pgid);
-    CURRENT_GROUP.store(0, Ordering::SeqCst);
-    let status = child.wait().map_err(spawn_err)?;
-    Ok(match ended {
-        Ended::Interrupted => Outcome::Interrupted,
-        Ended::TimedOut => Outcome::TimedOut,
-        Ended::Exited => outcome_of(status, log),
-    })
-}
-
-enum Ended {
-    Exited,
-    TimedOut,
-    Interrupted,
+    match command.run(&mut Quiet) {
+        Ok(finished) => Ok(outcome_of(finished.status, log)),
+        Err(RunError::TimedOut { .. }) => Ok(Outcome::TimedOut),
+        Err(RunError::Interrupted { cause, .. }) => Ok(Outcome::Interrupted(cause)),
+        Err(RunError::Start(e)) => Err(ExamplesError::Python {
+            python: python.to_owned(),
+            reason: e.problem.to_string(),
+        }),
+        Err(source) => Err(ExamplesError::Run {
+            script: script.to_owned(),
+            source,
+        }),
+    }
 }
 
 fn outcome_of(status: ExitStatus, log: &Path) -> Outcome {
@@ -478,55 +451,6 @@ fn outcome_of(status: ExitStatus, log: &Path) -> Outcome {
             Some(sig) => format!("killed by signal {sig}"),
             None => "ended abnormally".to_owned(),
         }),
-    }
-}
-
-/// The process group of the script running now (0: none), for the signal handler.
-static CURRENT_GROUP: AtomicI32 = AtomicI32::new(0);
-/// The signal that interrupted the run (0: none).
-static INTERRUPTED: AtomicI32 = AtomicI32::new(0);
-
-/// Scripts run in their own process group, so Ctrl-C at a terminal reaches only this process:
-/// while examples run, SIGINT and SIGTERM kill the running script's group and stop the run.
-/// The previous handlers (Python's, when running inside Python) come back on drop.
-struct SignalGuard {
-    previous: Vec<(libc::c_int, libc::sigaction)>,
-}
-
-extern "C" fn on_signal(sig: libc::c_int) {
-    // Only async-signal-safe work: atomics and kill(2).
-    INTERRUPTED.store(sig, Ordering::SeqCst);
-    kill_group(CURRENT_GROUP.load(Ordering::SeqCst));
-}
-
-impl SignalGuard {
-    fn install() -> SignalGuard {
-        INTERRUPTED.store(0, Ordering::SeqCst);
-        let mut previous = Vec::new();
-        for sig in [libc::SIGINT, libc::SIGTERM] {
-            // SAFETY: sigaction is plain data; the handler only touches atomics and kill(2).
-            unsafe {
-                let mut action: libc::sigaction = std::mem::zeroed();
-                action.sa_sigaction = on_signal as *const () as libc::sighandler_t;
-                libc::sigemptyset(&mut action.sa_mask);
-                let mut old: libc::sigaction = std::mem::zeroed();
-                if libc::sigaction(sig, &action, &mut old) == 0 {
-                    previous.push((sig, old));
-                }
-            }
-        }
-        SignalGuard { previous }
-    }
-}
-
-impl Drop for SignalGuard {
-    fn drop(&mut self) {
-        for (sig, old) in &self.previous {
-            // SAFETY: restores exactly what sigaction returned for this signal.
-            unsafe {
-                libc::sigaction(*sig, old, std::ptr::null_mut());
-            }
-        }
     }
 }
 
@@ -709,21 +633,13 @@ mod tests {
             .parse()
             .unwrap();
         let until = Instant::now() + Duration::from_secs(5);
-        while !gone(helper) && Instant::now() < until {
+        while !npu_process::group::has_ended(helper) && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(20));
         }
-        assert!(gone(helper), "the helper {helper} survived the timeout");
-    }
-
-    /// Dead, or a zombie nobody has reaped yet (in containers pid 1 may not reap).
-    fn gone(pid: i32) -> bool {
-        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-            Err(_) => true,
-            Ok(stat) => stat
-                .rsplit(')')
-                .next()
-                .is_some_and(|rest| rest.trim_start().starts_with(['Z', 'X'])),
-        }
+        assert!(
+            npu_process::group::has_ended(helper),
+            "the helper {helper} survived the timeout"
+        );
     }
 
     #[test]
@@ -754,13 +670,26 @@ mod tests {
     }
 
     #[test]
-    fn the_interpreter_is_pythons_own_inside_python() {
-        assert_eq!(python_of(&Host::standalone()), PathBuf::from("python3"));
+    fn the_interpreter_is_pythons_own_inside_python_else_python3_from_absolute_path_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let python3 = dir.path().join("python3");
+        write(&python3, "#!/bin/sh\n");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&python3, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = vec![dir.path().to_path_buf()];
+        assert_eq!(python_of(&Host::standalone(), &path).unwrap(), python3);
+        let err = python_of(&Host::standalone(), &[PathBuf::from("relative")])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("python3") && err.contains("PATH"), "{err}");
         let mut host = Host::standalone();
         host.python = Some(crate::PythonHost {
             executable: PathBuf::from("/venv/bin/python"),
             ..Default::default()
         });
-        assert_eq!(python_of(&host), PathBuf::from("/venv/bin/python"));
+        assert_eq!(
+            python_of(&host, &[]).unwrap(),
+            PathBuf::from("/venv/bin/python")
+        );
     }
 }

@@ -87,10 +87,14 @@ pub enum ErrorKind {
     Cache,
     /// The cache refused a path that is not private to this user.
     CachePermission,
+    /// A limit of the process or the system was reached (open files, processes, memory).
+    ResourcesExhausted,
+    /// The caller was interrupted (Ctrl-C, SIGTERM) while waiting.
+    Interrupted,
 }
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 12] = [
+    pub const ALL: [ErrorKind; 14] = [
         ErrorKind::Config,
         ErrorKind::InvalidInput,
         ErrorKind::ToolchainMissing,
@@ -103,6 +107,8 @@ impl ErrorKind {
         ErrorKind::Timeout,
         ErrorKind::Cache,
         ErrorKind::CachePermission,
+        ErrorKind::ResourcesExhausted,
+        ErrorKind::Interrupted,
     ];
 }
 
@@ -122,9 +128,12 @@ impl DriverError {
             }
             DriverError::TransformScript { .. } => ErrorKind::ToolchainMissing,
             DriverError::Toolchain(e) => match e {
-                T::ToolsMissing(_) | T::TransformScript { .. } | T::Spawn { .. } => {
-                    ErrorKind::ToolchainMissing
-                }
+                T::ToolsMissing(_) | T::TransformScript { .. } => ErrorKind::ToolchainMissing,
+                T::Start(start) => match start.problem {
+                    npu_process::StartProblem::Exhausted(_) => ErrorKind::ResourcesExhausted,
+                    _ => ErrorKind::ToolchainMissing,
+                },
+                T::Interrupted { .. } => ErrorKind::Interrupted,
                 T::ToolFailed(failure) if failure.timed_out => ErrorKind::Timeout,
                 T::Format(_) => ErrorKind::Config,
                 T::InvalidRequest(_) => ErrorKind::InvalidInput,

@@ -188,10 +188,10 @@ impl PyChainBuilder {
     /// Lowers every op and stitches them: the module aircc would compile.
     fn build_module_text(&self, py: Python<'_>) -> PyResult<String> {
         let config = chain_config(self.runtime, &self.air_project)?;
-        py.detach(|| {
+        crate::interrupt::detach_interruptible(py, || {
             let builder = lock(&self.inner).clone();
             builder.build_module_text(&config, &self.host)
-        })
+        })?
         .map_err(chain_error)
     }
 
@@ -208,13 +208,12 @@ impl PyChainBuilder {
             })
             .transpose()?;
         let config = chain_config(self.runtime, &self.air_project)?;
-        let (name, compiled) = py
-            .detach(|| {
-                let builder = lock(&self.inner).clone();
-                let compiled = builder.compile(&config, &self.host, format)?;
-                Ok((builder.name().to_owned(), compiled))
-            })
-            .map_err(chain_error)?;
+        let (name, compiled) = crate::interrupt::detach_interruptible(py, || {
+            let builder = lock(&self.inner).clone();
+            let compiled = builder.compile(&config, &self.host, format)?;
+            Ok((builder.name().to_owned(), compiled))
+        })?
+        .map_err(chain_error)?;
         Ok(PyCompiledChain {
             name,
             inner: Arc::new(compiled),

@@ -7,7 +7,8 @@ use pyo3::types::PyDict;
 
 /// Runs `triton-npu` with `args` (program name first) and returns its exit code. `facts`
 /// describes the Python environment (see `triton_npu.cli`). The GIL is released while the
-/// command runs.
+/// command runs; a signal whose Python handler raises (Ctrl-C: `KeyboardInterrupt`) stops
+/// the tool or script the command waits for, the command ends, and the exception is raised.
 #[pyfunction]
 fn cli_main(py: Python<'_>, args: Vec<String>, facts: &Bound<'_, PyDict>) -> PyResult<u8> {
     let get = |key: &str| -> PyResult<Option<String>> {
@@ -28,7 +29,7 @@ fn cli_main(py: Python<'_>, args: Vec<String>, facts: &Bound<'_, PyDict>) -> PyR
             shim_dirs: driver_host.shim_dirs,
         }),
     };
-    Ok(py.detach(|| npu_cli::run(args, &host)))
+    crate::interrupt::detach_interruptible(py, || npu_cli::run(args, &host))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -24,6 +24,8 @@ pub fn kind_name(kind: ErrorKind) -> &'static str {
         ErrorKind::Timeout => "timeout",
         ErrorKind::Cache => "cache",
         ErrorKind::CachePermission => "cache_permission",
+        ErrorKind::ResourcesExhausted => "resources_exhausted",
+        ErrorKind::Interrupted => "interrupted",
     }
 }
 

@@ -232,15 +232,14 @@ impl Launcher {
             actual_sizes: self.actual_sizes,
         };
         let host = &self.host;
-        let prepared = py
-            .detach(|| {
-                if memo {
-                    npu_driver::memo::prepared(&config, host, &request)
-                } else {
-                    npu_driver::prepare(&config, host, &request).map(Arc::new)
-                }
-            })
-            .map_err(driver_error)?;
+        let prepared = crate::interrupt::detach_interruptible(py, || {
+            if memo {
+                npu_driver::memo::prepared(&config, host, &request)
+            } else {
+                npu_driver::prepare(&config, host, &request).map(Arc::new)
+            }
+        })?
+        .map_err(driver_error)?;
         *self
             .last_cache_dir
             .lock()

@@ -2,7 +2,8 @@
 //!
 //! Each submodule registers its functions; Python wraps them in `triton_npu.*`. Every
 //! function converts Rust errors into Python exceptions with the message intact, and every
-//! call that may block releases the GIL.
+//! call that may block releases the GIL; calls that may wait for a tool do so through
+//! [`interrupt::detach_interruptible`], so Ctrl-C stops them.
 
 use pyo3::prelude::*;
 
@@ -12,6 +13,7 @@ mod cli;
 mod config;
 mod errors;
 mod host;
+mod interrupt;
 mod launcher;
 mod logging;
 mod shared;

@@ -34,9 +34,10 @@ fn detect_npu_version(
 ) -> PyResult<&'static str> {
     let config = config_for(runtime)?;
     let host = host_from(host)?;
-    let target = py
-        .detach(|| npu_driver::kernel::detect_target(&config, &host))
-        .map_err(driver_error)?;
+    let target = crate::interrupt::detach_interruptible(py, || {
+        npu_driver::kernel::detect_target(&config, &host)
+    })?
+    .map_err(driver_error)?;
     Ok(target.as_str())
 }
 
@@ -93,7 +94,7 @@ fn npu_device_info<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let config = config_for(runtime)?;
     let host = host_from(host)?;
-    let found = py.detach(|| find_device(&config, &host));
+    let found = crate::interrupt::detach_interruptible(py, || find_device(&config, &host))?;
     let info = PyDict::new(py);
     info.set_item("runtime", config.runtime.as_str())?;
     match found {

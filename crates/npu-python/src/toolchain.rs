@@ -1,13 +1,16 @@
-//! Toolchain discovery for the Python compiler stage (`triton-shared-opt`) and its cache key.
+//! The Python compiler stage's tool: finding `triton-shared-opt` (and its cache key) and
+//! running it.
 
 use std::path::PathBuf;
 
 use npu_target::Config;
-use npu_toolchain::discovery::{self, SearchPaths};
+use npu_toolchain::discovery::{self, SearchPaths, Tool, ToolIdentity};
+use npu_toolchain::ttshared;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyBytes, PyDict};
 
 use crate::errors::config_error;
+use crate::interrupt::detach_interruptible;
 
 fn search(triton_dir: Option<String>) -> SearchPaths {
     SearchPaths {
@@ -25,7 +28,9 @@ fn find_triton_shared_opt<'py>(
     triton_dir: Option<String>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let config = Config::current().map_err(config_error)?;
-    let found = py.detach(|| discovery::find_triton_shared_opt(&config, &search(triton_dir)));
+    let found = detach_interruptible(py, || {
+        discovery::find_triton_shared_opt(&config, &search(triton_dir))
+    })?;
     let d = PyDict::new(py);
     match found {
         Ok(tool) => {
@@ -55,8 +60,40 @@ fn toolchain_fingerprint(triton_dir: Option<String>) -> PyResult<String> {
     ))
 }
 
+/// Runs `triton-shared-opt` (the path `find_triton_shared_opt` returned) on the TTIR of
+/// `kernel` and returns the Linalg module it wrote, as bytes. Runs like every compile tool:
+/// in a private work directory, under `AMD_TRITON_NPU_COMPILE_TIMEOUT`, killed with its
+/// process group on timeout or Ctrl-C (which raises `KeyboardInterrupt`). A failure raises
+/// `RuntimeError` with the command line, the exit status, the end of the tool's output and
+/// where its log was kept.
+#[pyfunction]
+fn triton_to_linalg<'py>(
+    py: Python<'py>,
+    tool: PathBuf,
+    ttir: &str,
+    kernel: &str,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let config = Config::current().map_err(config_error)?;
+    let tool = Tool {
+        name: "triton-shared-opt".into(),
+        path: tool,
+        origin: "the caller".into(),
+        identity: ToolIdentity {
+            version: None,
+            sha256: None,
+            size: 0,
+        },
+    };
+    let linalg = detach_interruptible(py, || {
+        ttshared::triton_to_linalg(&config, &tool, kernel, ttir)
+    })?
+    .map_err(|e| crate::errors::driver_error(e.into()))?;
+    Ok(PyBytes::new(py, &linalg))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(find_triton_shared_opt, m)?)?;
+    m.add_function(wrap_pyfunction!(triton_to_linalg, m)?)?;
     m.add_function(wrap_pyfunction!(toolchain_fingerprint, m)?)?;
     Ok(())
 }

@@ -388,7 +388,9 @@ pub struct Locations {
     pub triton_cache_dir: Option<PathBuf>,
     pub triton_home: Option<PathBuf>,
     pub home: Option<PathBuf>,
-    /// `PATH`, split.
+    /// The absolute entries of `PATH`, in order. Empty, `.` and other relative entries mean
+    /// "wherever the program happens to run" and are never searched for tools
+    /// (`npu_process::lookup`).
     pub path: Vec<PathBuf>,
 }
 
@@ -738,7 +740,7 @@ impl Config {
             triton_home: path_var(vars::TRITON_HOME),
             home: path_var(vars::HOME),
             path: env_only(vars::PATH)
-                .map(|p| std::env::split_paths(&p).collect())
+                .map(|p| npu_process::lookup::search_dirs(p.as_ref()))
                 .unwrap_or_default(),
         };
 
@@ -908,7 +910,8 @@ mod tests {
             ("AIR_TRANSFORM_TILING_SCRIPT", "transform_aie2p.mlir"),
             ("AMD_TRITON_NPU_AIR_PROJECT_PATH", "/tmp/ap"),
             ("AMD_TRITON_NPU_XRT_DIR", "/opt/xrt"),
-            ("PATH", "/a:/b"),
+            // Empty, `.` and relative entries name the current directory: never searched.
+            ("PATH", ":/a::.:bin:./x:/b:"),
             ("AMD_NPU_ROCR_PATH", ""),
         ])
         .unwrap();

@@ -1,8 +1,9 @@
 //! The `xrt-smi examine` probe: the slowest and last way to learn the device model.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use npu_process::{Quiet, ToolCommand};
 
 use crate::config::Config;
 use crate::target::{NPU_MODELS, ProbeOutcome, TargetProbe};
@@ -47,6 +48,9 @@ fn is_bdf(cell: &str) -> bool {
             .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_hexdigit()))
 }
 
+/// How long `xrt-smi examine` may take before it is killed and the probe reports no device.
+pub const XRT_SMI_TIMEOUT: Duration = Duration::from_secs(20);
+
 /// Runs `xrt-smi examine` and reports the first device.
 pub struct XrtSmiProbe {
     candidates: Vec<PathBuf>,
@@ -70,14 +74,14 @@ impl XrtSmiProbe {
         dirs.extend(config.locations.path.iter().cloned());
         XrtSmiProbe {
             candidates: dirs.into_iter().map(|d| d.join("xrt-smi")).collect(),
-            timeout: Duration::from_secs(20),
+            timeout: XRT_SMI_TIMEOUT,
         }
     }
 
     fn find(&self) -> Option<&Path> {
         self.candidates
             .iter()
-            .find(|p| p.is_file())
+            .find(|p| npu_process::lookup::is_executable_file(p))
             .map(PathBuf::as_path)
     }
 }
@@ -93,9 +97,12 @@ impl TargetProbe for XrtSmiProbe {
                 "xrt-smi not found (looked in the XRT directories and PATH)".to_owned(),
             );
         };
-        let text = match run_with_timeout(exe, &["examine"], self.timeout) {
-            Ok(text) => text,
-            Err(why) => return ProbeOutcome::Unavailable(format!("{}: {why}", exe.display())),
+        let run = ToolCommand::new("xrt-smi", exe, self.timeout)
+            .arg("examine")
+            .run(&mut Quiet);
+        let text = match run {
+            Ok(finished) => finished.text(),
+            Err(why) => return ProbeOutcome::Unavailable(why.to_string()),
         };
         // Upstream parses stdout and stderr whatever the exit status: xrt-smi exits non-zero
         // for some warnings while still listing devices.
@@ -113,41 +120,6 @@ impl TargetProbe for XrtSmiProbe {
             }
         }
     }
-}
-
-fn run_with_timeout(exe: &Path, args: &[&str], timeout: Duration) -> Result<String, String> {
-    let out_file = tempfile::tempfile().map_err(|e| format!("cannot create a temp file: {e}"))?;
-    let err_file = out_file
-        .try_clone()
-        .map_err(|e| format!("cannot clone a temp file: {e}"))?;
-    let mut child = Command::new(exe)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(out_file.try_clone().map_err(|e| e.to_string())?)
-        .stderr(err_file)
-        .spawn()
-        .map_err(|e| format!("cannot run it: {e}"))?;
-    let start = Instant::now();
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            Ok(None) if start.elapsed() > timeout => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!("no answer within {} s; killed", timeout.as_secs()));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-            Err(e) => return Err(format!("cannot wait for it: {e}")),
-        }
-    }
-    use std::io::{Read, Seek};
-    let mut file = out_file;
-    let mut text = String::new();
-    file.rewind().map_err(|e| e.to_string())?;
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes).map_err(|e| e.to_string())?;
-    text.push_str(&String::from_utf8_lossy(&bytes));
-    Ok(text)
 }
 
 #[cfg(test)]
@@ -242,5 +214,42 @@ mod tests {
             timeout: Duration::from_secs(10),
         };
         assert!(matches!(none.probe(), ProbeOutcome::Unavailable(w) if w.contains("not found")));
+    }
+
+    #[test]
+    fn a_hung_xrt_smi_is_killed_with_the_processes_it_started() {
+        use std::os::unix::fs::PermissionsExt;
+        use std::time::Instant;
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("xrt-smi");
+        let pid_file = dir.path().join("helper.pid");
+        std::fs::write(
+            &exe,
+            format!(
+                "#!/bin/sh\nsleep 1000 & echo $! > {p}.tmp; mv {p}.tmp {p}; sleep 1000\n",
+                p = pid_file.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let probe = XrtSmiProbe {
+            candidates: vec![exe],
+            timeout: Duration::from_millis(500),
+        };
+        let started = Instant::now();
+        let outcome = probe.probe();
+        assert!(started.elapsed() < Duration::from_secs(20));
+        assert!(
+            matches!(&outcome, ProbeOutcome::Unavailable(w) if w.contains("timeout of 0.5 s")),
+            "{outcome:?}"
+        );
+        let helper = std::fs::read_to_string(&pid_file).unwrap();
+        let pid: i32 = helper.trim().parse().unwrap();
+        let gone = || npu_process::group::has_ended(pid);
+        let until = Instant::now() + Duration::from_secs(10);
+        while !gone() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(gone(), "xrt-smi's helper {} survived", helper.trim());
     }
 }

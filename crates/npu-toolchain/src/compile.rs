@@ -2,15 +2,16 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use npu_target::{Config, NpuVersion, OutputFormat};
 
 use crate::aircc::{self, AirccOptions, Artifacts};
+use npu_process::{Echo, Output, RunError, ToolCommand};
+
 use crate::discovery::{Tool, Toolchain};
 use crate::error::{Result, TAIL_LINES, ToolFailure, ToolchainError};
 use crate::lower;
-use crate::process::{self, Echo, RunOutcome, ToolRun};
 use crate::progress::Progress;
 use crate::workdir::WorkDir;
 
@@ -387,17 +388,17 @@ fn move_file(from: &Path, to: &Path) -> Result<()> {
 }
 
 /// The state of one compile: its directory, progress display, deadline and timings.
-struct Job<'c> {
+pub(crate) struct Job<'c> {
     config: &'c Config,
     kernel: String,
-    dir: WorkDir,
-    progress: Progress,
+    pub(crate) dir: WorkDir,
+    pub(crate) progress: Progress,
     deadline: Instant,
-    steps: Vec<StepTime>,
+    pub(crate) steps: Vec<StepTime>,
 }
 
 impl<'c> Job<'c> {
-    fn new(config: &'c Config, kernel: &str, tag: Option<&str>) -> Result<Job<'c>> {
+    pub(crate) fn new(config: &'c Config, kernel: &str, tag: Option<&str>) -> Result<Job<'c>> {
         Ok(Job {
             config,
             kernel: kernel.to_owned(),
@@ -409,7 +410,7 @@ impl<'c> Job<'c> {
     }
 
     /// Runs a tool in the work directory; a failure keeps the log and the step's input.
-    fn run_tool(
+    pub(crate) fn run_tool(
         &mut self,
         tool: &Tool,
         step: &str,
@@ -420,56 +421,47 @@ impl<'c> Job<'c> {
         self.progress.step(step);
         let log = self.dir.path().join(log_name);
         let started = Instant::now();
-        let run = ToolRun {
-            program: &tool.path,
-            args,
-            cwd: self.dir.path(),
-            log: &log,
-            deadline: self.deadline,
-        };
+        let command = ToolCommand::new(&tool.name, &tool.path, self.config.compile_timeout)
+            .timeout_setting(npu_target::config::vars::COMPILE_TIMEOUT)
+            .deadline(self.deadline)
+            .args(args)
+            .cwd(self.dir.path())
+            .output(Output::Log(log.clone()));
         let outcome = if self.config.debug {
-            process::run(
-                &run,
-                &mut Echo {
-                    inner: &mut self.progress,
-                },
-            )
+            command.run(&mut Echo {
+                inner: &mut self.progress,
+            })
         } else {
-            process::run(&run, &mut self.progress)
+            command.run(&mut self.progress)
         };
-        let outcome = outcome.map_err(|source| ToolchainError::Spawn {
-            tool: tool.name.clone(),
-            path: tool.path.clone(),
-            source,
-        })?;
         self.steps.push(StepTime {
             step: step.to_owned(),
             seconds: started.elapsed().as_secs_f64(),
         });
         self.dir.keep_copy(log_name);
         let (status, timed_out) = match outcome {
-            RunOutcome::Finished(s) if s.success() => return Ok(()),
-            RunOutcome::Finished(s) => (process::describe_status(&s), false),
-            RunOutcome::TimedOut => (
-                format!(
-                    "it did not finish within the compile timeout of {} (AMD_TRITON_NPU_COMPILE_TIMEOUT)",
-                    seconds(self.config.compile_timeout)
-                ),
-                true,
-            ),
+            Ok(finished) if finished.success() => return Ok(()),
+            Ok(finished) => (npu_process::text::describe_status(&finished.status), false),
+            Err(RunError::TimedOut { failure, .. }) => (failure.status, true),
+            Err(RunError::Interrupted { cause, .. }) => {
+                return Err(ToolchainError::Interrupted {
+                    during: format!("the compile of kernel {} (step {step})", self.kernel),
+                    cause,
+                });
+            }
+            Err(RunError::Start(e)) => return Err(ToolchainError::Start(e)),
+            Err(RunError::Io { what, source, .. }) => {
+                return Err(ToolchainError::io(what, &log, source));
+            }
+            Err(RunError::Failed(f)) => (f.status, false),
         };
-        let tail = process::tail_lines(&log, TAIL_LINES);
+        let tail = npu_process::text::tail_lines(&log, TAIL_LINES);
         let kept_log = self.dir.preserve_failure(log_name, input_name);
-        let command = format!(
-            "cd {} && {}",
-            process::shell_quote(self.dir.path().as_os_str()),
-            process::shell_line(&tool.path, args)
-        );
         Err(ToolchainError::ToolFailed(Box::new(ToolFailure {
             tool: tool.name.clone(),
             step: step.to_owned(),
             kernel: self.kernel.clone(),
-            command,
+            command: command.command_line(),
             status,
             tail,
             log: kept_log,
@@ -477,7 +469,13 @@ impl<'c> Job<'c> {
         })))
     }
 
-    fn bad_output(&self, tool: &str, path: &Path, reason: &str, log_name: &str) -> ToolchainError {
+    pub(crate) fn bad_output(
+        &self,
+        tool: &str,
+        path: &Path,
+        reason: &str,
+        log_name: &str,
+    ) -> ToolchainError {
         let log = self.dir.preserve_failure(log_name, None);
         ToolchainError::BadOutput {
             tool: tool.to_owned(),
@@ -485,15 +483,6 @@ impl<'c> Job<'c> {
             reason: reason.to_owned(),
             log,
         }
-    }
-}
-
-fn seconds(d: Duration) -> String {
-    let s = d.as_secs_f64();
-    if s.fract() == 0.0 {
-        format!("{s:.0} s")
-    } else {
-        format!("{s} s")
     }
 }
 

@@ -16,16 +16,15 @@
 //!
 //! Each tool found carries a [`ToolIdentity`] for cache keys.
 
-use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use npu_process::{Quiet, RunError, ToolCommand};
 use npu_target::Config;
 use sha2::{Digest, Sha256};
 
 use crate::error::{Candidate, MissingTool, Result, ToolchainError};
-use crate::process::{self, RunOutcome, ToolRun};
 
 /// Where pip-installed tool packages may be; Rust cannot ask Python for `sys.path`, so the
 /// caller (the Python module or the CLI run from Python) passes them in.
@@ -95,9 +94,18 @@ impl Toolchain {
                 aircc,
                 peano,
             }),
-            (a, b, c) => Err(ToolchainError::ToolsMissing(
-                [a.err(), b.err(), c.err()].into_iter().flatten().collect(),
-            )),
+            (a, b, c) => {
+                // A probe stopped by Ctrl-C makes its tool look missing: say what happened.
+                if let Err(cause) = npu_process::interrupt::check() {
+                    return Err(ToolchainError::Interrupted {
+                        during: "toolchain discovery (--version probes)".into(),
+                        cause,
+                    });
+                }
+                Err(ToolchainError::ToolsMissing(
+                    [a.err(), b.err(), c.err()].into_iter().flatten().collect(),
+                ))
+            }
         }
     }
 
@@ -443,29 +451,23 @@ fn executable(path: &Path) -> std::result::Result<(), String> {
     }
 }
 
-const VERSION_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long a `--version` probe may take before the tool is identified by its hash instead.
+pub const VERSION_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Runs `<tool> --version` and returns its output (stdout and stderr), or why that failed.
 fn version_output(tool: &Path) -> std::result::Result<String, String> {
-    let dir = tempfile::tempdir().map_err(|e| format!("no temporary directory: {e}"))?;
-    let log = dir.path().join("version.log");
-    let args = [OsString::from("--version")];
-    let outcome = process::run(
-        &ToolRun {
-            program: tool,
-            args: &args,
-            cwd: dir.path(),
-            log: &log,
-            deadline: Instant::now() + VERSION_TIMEOUT,
-        },
-        &mut process::Quiet,
-    )
-    .map_err(|e| format!("cannot run it: {e}"))?;
-    let text = std::fs::read_to_string(&log).unwrap_or_default();
-    match outcome {
-        RunOutcome::Finished(s) if s.success() => Ok(text),
-        RunOutcome::Finished(s) => Err(process::describe_status(&s)),
-        RunOutcome::TimedOut => Err(format!("no answer within {} s", VERSION_TIMEOUT.as_secs())),
+    let name = tool
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let command = ToolCommand::new(name, tool, VERSION_TIMEOUT).arg("--version");
+    match command.run(&mut Quiet) {
+        Ok(finished) if finished.success() => Ok(finished.text()),
+        Ok(finished) => Err(npu_process::text::describe_status(&finished.status)),
+        Err(RunError::TimedOut { .. }) => {
+            Err(format!("no answer within {} s", VERSION_TIMEOUT.as_secs()))
+        }
+        Err(e) => Err(format!("cannot run it: {e}")),
     }
 }
 
@@ -751,6 +753,32 @@ mod tests {
         assert!(found.path.ends_with(rel.join("bin/air-opt")));
         let peano = find_peano(&cfg, &SearchPaths::default()).unwrap();
         assert!(peano.path.is_absolute(), "{}", peano.path.display());
+    }
+
+    #[test]
+    fn relative_path_entries_are_never_searched() {
+        // The tools exist in a directory PATH names relative to our working directory, as
+        // `.`, an empty entry or `bin` would: none of them is used.
+        let t = tempfile::tempdir_in(".").unwrap();
+        let rel = t
+            .path()
+            .strip_prefix(std::env::current_dir().unwrap())
+            .unwrap()
+            .join("bin");
+        for name in ["air-opt", "aircc", "triton-shared-opt"] {
+            tool(&t.path().join("bin").join(name), "echo 'version 1'");
+        }
+        let relative = config(&[("PATH", format!("{}:./{0}:", rel.display()))]);
+        assert!(relative.locations.path.is_empty());
+        let search = SearchPaths::default();
+        let err = find_air_tool("aircc", &relative, &search).unwrap_err();
+        assert!(err.searched.is_empty(), "{err}");
+        assert!(find_air_tool("air-opt", &relative, &search).is_err());
+        assert!(find_triton_shared_opt(&relative, &search).is_err());
+        // The same directory named absolutely is searched.
+        let absolute = config(&[("PATH", t.path().join("bin").display().to_string())]);
+        assert!(find_air_tool("aircc", &absolute, &search).is_ok());
+        assert!(find_triton_shared_opt(&absolute, &search).is_ok());
     }
 
     #[test]

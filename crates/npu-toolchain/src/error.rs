@@ -61,7 +61,7 @@ pub struct ToolFailure {
 }
 
 /// How many lines of a failing tool's output an error shows.
-pub const TAIL_LINES: usize = 40;
+pub const TAIL_LINES: usize = npu_process::TAIL_LINES;
 
 impl fmt::Display for ToolFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -119,15 +119,17 @@ pub enum ToolchainError {
         source: io::Error,
     },
 
-    #[error(
-        "cannot start {tool} ({}): {source}. Check that the file is an executable for this \
-         machine, or point discovery at another installation",
-        .path.display()
-    )]
-    Spawn {
-        tool: String,
-        path: PathBuf,
-        source: io::Error,
+    /// A tool could not be started (not found, not executable, a resource limit reached).
+    #[error(transparent)]
+    Start(Box<npu_process::StartError>),
+
+    /// The caller was interrupted (Ctrl-C, SIGTERM) while a tool ran; the tool's process
+    /// group was killed, and nothing of the compile is kept.
+    #[error("{during} was {cause}; the tool and every process it started were killed")]
+    Interrupted {
+        /// What was running, e.g. `the compile of kernel add_kernel (step aircc)`.
+        during: String,
+        cause: npu_process::Interrupted,
     },
 
     #[error("{0}")]

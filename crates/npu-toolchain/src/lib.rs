@@ -8,9 +8,13 @@
 //!   command-line pipelines), with the configured transform script or our default schedule.
 //! * [`aircc`]: upstream's aircc command line per output format, and reading
 //!   `full_elf_config.json`.
-//! * [`Compiler`]: runs a compile in a private work directory with a timeout that kills the
-//!   tool's whole process group, a progress line, and errors that carry the command line, the
-//!   exit status, the end of the output and the kept log.
+//! * [`Compiler`]: runs a compile in a private work directory (removed afterwards, or by the
+//!   next compile when its builder was killed) with a progress line; each tool runs through
+//!   `npu-process` (its own process group, killed on timeout, on Ctrl-C/SIGTERM and when the
+//!   builder dies), and errors carry the command line, the exit status, the end of the output
+//!   and the kept log.
+//! * [`ttshared`]: Triton's `ttsharedir` stage (`triton-shared-opt`), run the same way for
+//!   Python's compiler stage.
 //!
 //! Nothing here caches: a compile returns plain paths and facts ([`CompileOutput`]) for the
 //! caller to store.
@@ -41,8 +45,8 @@ mod compile;
 pub mod discovery;
 pub mod error;
 pub mod lower;
-pub mod process;
 mod progress;
+pub mod ttshared;
 mod workdir;
 
 pub use aircc::{AirccOptions, Artifacts};

@@ -8,7 +8,7 @@ use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::process::Observer;
+use npu_process::Observer;
 
 /// Quiet period before anything is shown.
 const GRACE: Duration = Duration::from_secs(1);

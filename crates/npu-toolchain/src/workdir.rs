@@ -1,9 +1,16 @@
 //! Where a compile writes its files.
 //!
-//! Every compile runs in its own private directory (mode 0700, under the system temporary
-//! directory) that is deleted afterwards: concurrent compiles never share upstream's
-//! `./air_project`. aircc runs with that directory as its working directory, so its default
-//! `--tmpdir` (`air_project`) lands inside too.
+//! Every compile runs in its own private directory (mode 0700, `<temp>/triton-npu-work-*`)
+//! that is deleted afterwards: concurrent compiles never share upstream's `./air_project`.
+//! aircc runs with that directory as its working directory, so its default `--tmpdir`
+//! (`air_project`) lands inside too.
+//!
+//! A builder killed with SIGKILL cannot delete its directory, so the next compile does: each
+//! directory holds `.owner`, a file its builder keeps locked (`flock`) while it lives, and the
+//! kernel releases that lock when the builder dies, however it dies. Before making its own
+//! directory, a compile removes every `triton-npu-work-*` directory of the same user whose
+//! `.owner` it can lock (its builder is gone). A directory without `.owner` (its builder died
+//! between creating it and locking) is removed once it is older than [`UNLOCKED_GRACE`].
 //!
 //! For debugging (`AMD_TRITON_NPU_AIR_PROJECT_PATH` set, or `AMD_TRITON_NPU_DEBUG=1`) the IR of
 //! each step and the tool logs are also copied to
@@ -14,17 +21,27 @@
 //! (private to the user; `triton-npu cache failed` lists these folders and
 //! `triton-npu cache clear --failed --yes` removes them).
 
-use std::os::unix::fs::PermissionsExt;
+use std::fs::{File, OpenOptions, TryLockError};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use npu_target::Config;
 
 use crate::error::{Result, ToolchainError};
 
+/// Names the work directories in the temporary directory.
+const WORK_PREFIX: &str = "triton-npu-work-";
+/// The file a builder keeps locked in its work directory.
+const OWNER: &str = ".owner";
+/// How old a work directory without `.owner` must be before another compile removes it.
+pub(crate) const UNLOCKED_GRACE: Duration = Duration::from_secs(600);
+
 pub(crate) struct WorkDir {
     dir: tempfile::TempDir,
+    /// Locked while we live (see the module docs); after `dir` so it outlives the deletion.
+    _owner: File,
     keep: Option<PathBuf>,
     kernel: String,
     /// Where failed compiles are kept: the cache this configuration names.
@@ -34,17 +51,17 @@ pub(crate) struct WorkDir {
 impl WorkDir {
     /// `tag` (e.g. a short cache key) names the debug directory; a timestamp otherwise.
     pub fn new(config: &Config, kernel: &str, tag: Option<&str>) -> Result<WorkDir> {
+        let temp = std::env::temp_dir();
+        remove_stale(&temp);
         let dir = tempfile::Builder::new()
-            .prefix("triton-npu-")
+            .prefix(WORK_PREFIX)
             .permissions(private())
-            .tempdir()
-            .map_err(|e| {
-                ToolchainError::io(
-                    "create a private work directory in",
-                    std::env::temp_dir(),
-                    e,
-                )
-            })?;
+            .tempdir_in(&temp)
+            .map_err(|e| ToolchainError::io("create a private work directory in", &temp, e))?;
+        let owner_path = dir.path().join(OWNER);
+        let owner = File::create(&owner_path)
+            .and_then(|f| f.try_lock().map(|()| f).map_err(std::io::Error::from))
+            .map_err(|e| ToolchainError::io("lock", &owner_path, e))?;
         let keep = if config.air_project_path.is_some() || config.debug {
             let base = config
                 .air_project_path
@@ -66,6 +83,7 @@ impl WorkDir {
         };
         Ok(WorkDir {
             dir,
+            _owner: owner,
             keep,
             kernel: kernel.to_owned(),
             config: config.clone(),
@@ -125,6 +143,56 @@ impl WorkDir {
         }
         let kept = target_dir.join(log_name);
         if kept.is_file() { kept } else { log }
+    }
+}
+
+/// Removes the work directories in `temp` whose builders are gone (see the module docs).
+/// Best effort: a directory that cannot be removed is left for the next compile.
+pub(crate) fn remove_stale(temp: &Path) {
+    let Ok(entries) = std::fs::read_dir(temp) else {
+        return;
+    };
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if !name.to_string_lossy().starts_with(WORK_PREFIX) {
+            continue;
+        }
+        let path = entry.path();
+        // Ours alone: a real directory (not a symlink to elsewhere) of this user.
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if !meta.is_dir() || meta.uid() != me {
+            continue;
+        }
+        let owner = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path.join(OWNER));
+        let stale = match &owner {
+            Ok(file) => match file.try_lock() {
+                Ok(()) => true,
+                Err(TryLockError::WouldBlock) => false,
+                Err(TryLockError::Error(_)) => false,
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => meta
+                .modified()
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age >= UNLOCKED_GRACE),
+            Err(_) => false,
+        };
+        if stale {
+            match std::fs::remove_dir_all(&path) {
+                Ok(()) => tracing::debug!(
+                    dir = %path.display(),
+                    "removed the work directory of a compile whose process is gone"
+                ),
+                Err(e) => tracing::debug!("cannot remove stale {}: {e}", path.display()),
+            }
+        }
     }
 }
 
@@ -209,6 +277,75 @@ mod tests {
         assert_eq!(civil_from_days(19_723), (2024, 1, 1));
         assert_eq!(civil_from_days(19_782), (2024, 2, 29));
         assert_eq!(civil_from_days(-1), (1969, 12, 31));
+    }
+
+    fn work_dir(temp: &Path, name: &str, owner: bool) -> PathBuf {
+        let dir = temp.join(format!("{WORK_PREFIX}{name}"));
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("aircc.log"), "partial output").unwrap();
+        if owner {
+            File::create(dir.join(OWNER)).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn stale_work_directories_of_dead_builders_are_removed() {
+        let temp = tempfile::tempdir().unwrap();
+        let t = temp.path();
+        // A live builder holds its lock (another open file description, as another process).
+        let alive = work_dir(t, "alive", true);
+        let held = File::open(alive.join(OWNER)).unwrap();
+        held.lock().unwrap();
+        // A dead builder's lock was released by the kernel.
+        let dead = work_dir(t, "dead", true);
+        // A builder that died before locking: removed only after the grace period.
+        let young = work_dir(t, "young", false);
+        let old = work_dir(t, "old", false);
+        File::open(&old)
+            .unwrap()
+            .set_modified(SystemTime::now() - UNLOCKED_GRACE - Duration::from_secs(1))
+            .unwrap();
+        // Not ours to judge: another name, a symlink to a directory.
+        let other = t.join("triton-npu-failed");
+        std::fs::create_dir(&other).unwrap();
+        let target = t.join("elsewhere");
+        std::fs::create_dir(&target).unwrap();
+        File::create(target.join(OWNER)).unwrap();
+        let link = t.join(format!("{WORK_PREFIX}link"));
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+
+        remove_stale(t);
+        assert!(
+            alive.join("aircc.log").is_file(),
+            "a live builder's directory was removed"
+        );
+        assert!(!dead.exists() && !old.exists());
+        assert!(young.is_dir() && other.is_dir() && link.exists());
+        drop(held);
+        remove_stale(t);
+        assert!(!alive.exists());
+        assert!(target.join(OWNER).is_file(), "a symlink was followed");
+    }
+
+    #[test]
+    fn a_work_directory_is_locked_while_it_is_used_and_removed_after() {
+        let config = Config::load(&|_| None, &npu_target::Overrides::default()).unwrap();
+        let work = WorkDir::new(&config, "k", None).unwrap();
+        let path = work.path().to_path_buf();
+        assert!(
+            path.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(WORK_PREFIX)
+        );
+        remove_stale(path.parent().unwrap());
+        assert!(
+            path.is_dir(),
+            "another compile removed a live work directory"
+        );
+        drop(work);
+        assert!(!path.exists());
     }
 
     #[test]

@@ -12,8 +12,6 @@ import functools
 import hashlib
 import os
 import re
-import subprocess
-import tempfile
 from typing import Any
 
 from triton._C.libtriton import ir, passes
@@ -156,28 +154,14 @@ class NPUBackend(BaseBackend):
     @staticmethod
     def make_ttsharedir(mod: Any, metadata: dict, options: NPUOptions) -> bytes:
         tool = find_triton_shared_opt()
-        with tempfile.TemporaryDirectory(prefix="triton-npu-ttshared-") as tmp:
-            src = os.path.join(tmp, "tt.mlir")
-            dst = os.path.join(tmp, "ttshared.mlir")
-            with open(src, "w") as f:
-                f.write(str(mod))
-            cmd = [
-                tool,
-                src,
-                "--triton-to-linalg-experimental",
-                "--mlir-print-debuginfo",
-                "-o",
-                dst,
-            ]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            if proc.returncode != 0:
-                tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-40:])
-                raise CompileError(
-                    f"triton-shared-opt failed with exit status {proc.returncode}\n"
-                    f"command: {' '.join(cmd)}\n{tail}"
-                )
-            with open(dst, "rb") as f:
-                text = f.read()
+        from triton_npu._loader import native
+
+        try:
+            kernel = mod.get_entry_func_name()
+        except Exception:  # noqa: BLE001 - only names the work directory and progress line
+            kernel = "kernel"
+        # Runs like every compile tool: timeout, process group, Ctrl-C (KeyboardInterrupt).
+        text = native().triton_to_linalg(tool, str(mod), kernel)
         names = _FUNC_NAME.findall(text.decode("utf-8", "replace"))
         if not names:
             raise CompileError("triton-shared-opt produced no func.func; cannot name the kernel")
