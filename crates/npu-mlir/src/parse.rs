@@ -10,9 +10,10 @@
 //!   line, a region over several); after the keyword `attributes` it is always a dictionary;
 //! * `ins(… : …)` and `outs(… : …)` are typed operand lists (linalg's syntax, also used by
 //!   other structured ops);
-//! * `%x = …` pairs and `(…)` lists followed by `in` or `=` after the name bind region
-//!   arguments in the op's header (`scf.for %i = …`, `air.launch (%x) in (%n=%c)`,
-//!   `args(%a=%b)`): those names are *bindings*, every other `%x` outside regions an operand;
+//! * `%x = …` pairs, and `(…)` lists followed by `in`, `=` or a region, after the name bind
+//!   region arguments in the op's header (`scf.for %i = …`, `air.launch (%x) in (%n=%c)`,
+//!   `args(%a=%b)`, `linalg.reduce … (%in: f32, %init: f32) {`): those names are
+//!   *bindings*, every other `%x` outside regions an operand;
 //! * a final `loc(…)` is the op's location.
 //!
 //! `func.func` and `module` are read by their grammar: name, visibility, parameters with their
@@ -275,8 +276,16 @@ struct Parser<'s, 'a> {
 type Span = (usize, usize);
 
 impl<'a> Parser<'_, 'a> {
-    fn err(&self, token: usize, message: impl Into<String>) -> ParseError {
-        let offset = self.t.get(token).map_or(self.src.len(), |t| t.start);
+    /// An error at token `token` of a construct that ends before token `hi`: at the end of
+    /// the construct's last token when `token` is past it.
+    fn err(&self, token: usize, hi: usize, message: impl Into<String>) -> ParseError {
+        let offset = if token < hi {
+            self.t[token].start
+        } else {
+            hi.checked_sub(1)
+                .and_then(|last| self.t.get(last))
+                .map_or(self.src.len(), |t| t.end)
+        };
         ParseError::at(self.src, offset, message)
     }
 
@@ -321,7 +330,7 @@ impl<'a> Parser<'_, 'a> {
             let first = self.t[lo];
             if first.kind == Kind::Alias && lo + 1 < hi && self.t[lo + 1].is_punct(b'=') {
                 if lo + 2 == hi {
-                    return Err(self.err(lo + 1, "expected a value after `=`"));
+                    return Err(self.err(lo + 1, hi, "expected a value after `=`"));
                 }
                 module.aliases.push(AliasDef {
                     name: self.tok(lo),
@@ -330,10 +339,10 @@ impl<'a> Parser<'_, 'a> {
                 });
             } else if first.is_open(Bracket::Metadata) {
                 if module.metadata.is_some() {
-                    return Err(self.err(lo, "a second file-metadata block `{-# … #-}`"));
+                    return Err(self.err(lo, hi, "a second file-metadata block `{-# … #-}`"));
                 }
                 if first.partner + 1 != hi {
-                    return Err(self.err(first.partner + 1, "unexpected text after `#-}`"));
+                    return Err(self.err(first.partner + 1, hi, "unexpected text after `#-}`"));
                 }
                 module.metadata = Some(self.text(lo, hi));
             } else {
@@ -414,7 +423,7 @@ impl<'a> Parser<'_, 'a> {
                 break;
             }
             if !(i < hi && self.t[i].is_punct(b'=')) {
-                return Err(self.err(i, "expected `=` after the operation's results"));
+                return Err(self.err(i, hi, "expected `=` after the operation's results"));
             }
             i += 1;
         }
@@ -424,7 +433,7 @@ impl<'a> Parser<'_, 'a> {
                 let quoted = self.tok(i);
                 &quoted[1..quoted.len() - 1]
             }
-            _ => return Err(self.err(i, "expected an operation name")),
+            _ => return Err(self.err(i, hi, "expected an operation name")),
         };
         i += 1;
         // A trailing `loc(…)`.
@@ -506,9 +515,7 @@ impl<'a> Parser<'_, 'a> {
                     continue;
                 }
                 Kind::Open(Bracket::Brace) => {
-                    let after_attributes = i > lo && self.is_ident(i - 1, hi, "attributes");
-                    let next_on_new_line = self.t[i + 1].line_start;
-                    if !after_attributes && (braces_are_regions || next_on_new_line) {
+                    if self.opens_region(i, lo, hi, braces_are_regions) {
                         op.regions.push(self.region(i)?);
                     }
                     i = t.partner + 1;
@@ -517,7 +524,9 @@ impl<'a> Parser<'_, 'a> {
                 Kind::Open(Bracket::Paren) => {
                     let after = t.partner + 1;
                     let binds = after < hi
-                        && (self.is_ident(after, hi, "in") || self.t[after].is_punct(b'='));
+                        && (self.is_ident(after, hi, "in")
+                            || self.t[after].is_punct(b'=')
+                            || self.opens_region(after, lo, hi, braces_are_regions));
                     if binds {
                         op.bindings.extend(self.values(i + 1, t.partner));
                     } else {
@@ -540,6 +549,14 @@ impl<'a> Parser<'_, 'a> {
             i += 1;
         }
         Ok(())
+    }
+
+    /// Whether token `i` (of an op's tokens `lo..hi`) opens a region: a `{` not after
+    /// `attributes`, followed by a line break (or any such `{` when `braces_are_regions`).
+    fn opens_region(&self, i: usize, lo: usize, hi: usize, braces_are_regions: bool) -> bool {
+        self.is_open(i, hi, Bracket::Brace)
+            && !(i > lo && self.is_ident(i - 1, hi, "attributes"))
+            && (braces_are_regions || self.t[i + 1].line_start)
     }
 
     /// Every `%x` in tokens `lo..hi`, nested ones included.
@@ -652,7 +669,7 @@ impl<'a> Parser<'_, 'a> {
                     };
                 let te = self.type_end(ts, b);
                 if te == ts {
-                    return Err(self.err(ts, "expected a type"));
+                    return Err(self.err(ts, b, "expected a type"));
                 }
                 let mut param = Param {
                     value,
@@ -672,7 +689,11 @@ impl<'a> Parser<'_, 'a> {
                     i = close + 1;
                 }
                 if i < b {
-                    return Err(self.err(i, format!("unexpected `{}` in a parameter", self.tok(i))));
+                    return Err(self.err(
+                        i,
+                        b,
+                        format!("unexpected `{}` in a parameter", self.tok(i)),
+                    ));
                 }
                 Ok(param)
             })
@@ -689,7 +710,7 @@ impl<'a> Parser<'_, 'a> {
             i += 1;
         }
         if !(i < hi && self.t[i].kind == Kind::Symbol) {
-            return Err(self.err(i, "func.func: expected the function's @name"));
+            return Err(self.err(i, hi, "func.func: expected the function's @name"));
         }
         let symbol = self.tok(i);
         let name = symbol[1..]
@@ -700,6 +721,7 @@ impl<'a> Parser<'_, 'a> {
         if !self.is_open(i, hi, Bracket::Paren) {
             return Err(self.err(
                 i,
+                hi,
                 format!("func.func @{name}: expected `(` and its parameters"),
             ));
         }
@@ -718,6 +740,7 @@ impl<'a> Parser<'_, 'a> {
                 if end == i {
                     return Err(self.err(
                         i,
+                        hi,
                         format!("func.func @{name}: expected result types after `->`"),
                     ));
                 }
@@ -743,6 +766,7 @@ impl<'a> Parser<'_, 'a> {
         if i < hi {
             return Err(self.err(
                 i,
+                hi,
                 format!("func.func @{name}: unexpected `{}`", self.tok(i)),
             ));
         }
@@ -782,7 +806,7 @@ impl<'a> Parser<'_, 'a> {
                 i = close + 1;
             }
             if !(i < hi && self.t[i].is_punct(b':')) {
-                return Err(self.err(i, "expected `:` after the block label"));
+                return Err(self.err(i, hi, "expected `:` after the block label"));
             }
             let mut block = Block {
                 label: Some(self.tok(lo)),
@@ -801,3 +825,6 @@ impl<'a> Parser<'_, 'a> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests;
