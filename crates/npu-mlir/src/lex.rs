@@ -29,6 +29,14 @@ pub enum Bracket {
 }
 
 impl Bracket {
+    /// The pair of a single-character bracket.
+    fn of(c: u8) -> Bracket {
+        match c {
+            b'(' | b')' => Bracket::Paren,
+            b'[' | b']' => Bracket::Square,
+            _ => Bracket::Brace,
+        }
+    }
     fn open_text(self) -> &'static str {
         match self {
             Bracket::Paren => "(",
@@ -184,19 +192,11 @@ pub fn tokenize(source: &str) -> Result<Vec<Token>, ParseError> {
             }
             b'(' | b'[' | b'{' => {
                 i += 1;
-                Kind::Open(match c {
-                    b'(' => Bracket::Paren,
-                    b'[' => Bracket::Square,
-                    _ => Bracket::Brace,
-                })
+                Kind::Open(Bracket::of(c))
             }
             b')' | b']' | b'}' => {
                 i += 1;
-                Kind::Close(match c {
-                    b')' => Bracket::Paren,
-                    b']' => Bracket::Square,
-                    _ => Bracket::Brace,
-                })
+                Kind::Close(Bracket::of(c))
             }
             _ if c.is_ascii_digit() => {
                 i = b[i..]

@@ -4,7 +4,7 @@
 //! `#locN = loc(…)` aliases after the module, some with `)`, `->` and quotes in file paths.
 
 use npu_mlir::edit::strip_locations;
-use npu_mlir::{KernelIo, Matmul, Module, Type};
+use npu_mlir::{KernelIo, Module, Type};
 
 const ADD: &str = include_str!("fixtures/add_kernel.debuginfo.mlir");
 const MATMUL: &str = include_str!("fixtures/matmul.debuginfo.mlir");
@@ -65,16 +65,9 @@ fn matmul_is_detected_with_its_shapes() {
     let m = parse(MATMUL);
     // `#loc` stands before the module here, the other aliases after it.
     assert_eq!(m.aliases[0].name, "#loc");
-    assert_eq!(
-        m.single_matmul(),
-        Some(Matmul {
-            m: 32,
-            n: 32,
-            k: 64,
-            input: "f32",
-            output: "f32"
-        })
-    );
+    let mm = m.single_matmul().unwrap();
+    assert_eq!((mm.m, mm.n, mm.k), (32, 32, 64));
+    assert_eq!((mm.input, mm.output), ("f32", "f32"));
     let ops = m.linalg_ops();
     assert_eq!(ops[1].name, "linalg.matmul");
     assert_eq!(
