@@ -306,6 +306,15 @@ impl<'a> Parser<'_, 'a> {
         i < hi && self.t[i].is_open(b)
     }
 
+    /// Indices of tokens `lo..hi` outside nested groups (a group's opening bracket stands
+    /// for the group).
+    fn top(&self, lo: usize, hi: usize) -> impl Iterator<Item = usize> + '_ {
+        std::iter::successors((lo < hi).then_some(lo), move |&i| {
+            let next = self.skip(i);
+            (next < hi).then_some(next)
+        })
+    }
+
     /// The index just past token `i`, or past its group when it opens one.
     fn skip(&self, i: usize) -> usize {
         match self.t[i].kind {
@@ -571,16 +580,8 @@ impl<'a> Parser<'_, 'a> {
 
     /// `%a, %b : T, U` (tokens `lo..hi`) as typed operands.
     fn typed_list(&self, lo: usize, hi: usize) -> Vec<Typed<'a>> {
-        let colon = (lo..hi)
-            .scan(lo, |next, i| {
-                // Only top-level tokens: skip over groups.
-                if i < *next {
-                    return Some(None);
-                }
-                *next = self.skip(i);
-                Some(Some(i))
-            })
-            .flatten()
+        let colon = self
+            .top(lo, hi)
             .find(|&i| self.t[i].is_punct(b':'))
             .unwrap_or(hi);
         let values: Vec<&'a str> = self
