@@ -16,7 +16,6 @@
 //!   (load_pdi), which npu1 cannot do.
 //! * [`ChainRunner`] loads the compiled chain and dispatches it over persistent buffers.
 
-mod mlir;
 mod runner;
 mod stitch;
 
@@ -24,6 +23,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use npu_cache::{Entry, Inputs, KERNEL_NAME_INPUT};
+use npu_mlir::{Module, Type};
 use npu_runtime::MAX_KERNEL_ARGS;
 use npu_target::{Config, NpuVersion, OutputFormat};
 use npu_toolchain::{AirccOptions, BuildRequest, Compiler, LowerRequest, Toolchain};
@@ -140,38 +140,28 @@ impl ChainBuilder {
         actual_sizes: Option<[u64; 3]>,
     ) -> Result<(), DriverError> {
         let k = self.ops.len();
-        let module = mlir::parse_module(ttsharedir)
+        let module = Module::parse(ttsharedir)
             .map_err(|e| self.input_error(format!("op {k}: its ttsharedir is unreadable: {e}")))?;
-        let func = module
-            .ops
-            .iter()
-            .filter_map(|op| mlir::parse_func(op))
-            .find(|f| f.body.is_some())
-            .ok_or_else(|| {
-                self.input_error(format!(
-                    "op {k}: its ttsharedir has no function with a body; pass what the \
+        let func = module.kernel().ok_or_else(|| {
+            self.input_error(format!(
+                "op {k}: its ttsharedir has no function with a body; pass what the \
                      ttsharedir stage produced (compiled.asm[\"ttsharedir\"])"
-                ))
-            })?;
+            ))
+        })?;
         if grid.contains(&0) {
             return Err(self.input_error(format!(
                 "op {k} ({}): grid {grid:?} has an empty dimension; every size must be ≥ 1",
-                func.name
+                func.name()
             )));
         }
-        let buffer_types: Vec<String> = func
-            .params
-            .iter()
-            .filter(|p| p.is_buffer())
-            .map(|p| p.ty.clone())
-            .collect();
+        let buffer_types: Vec<String> = func.buffers().map(|p| p.ty.to_string()).collect();
         let mut map: Vec<Option<usize>> = vec![None; buffer_types.len()];
         for &(param, combined) in arg_map {
             let Some(slot) = map.get_mut(param) else {
                 return Err(self.input_error(format!(
                     "op {k} ({}): arg_map names buffer parameter {param}, but the kernel has \
                      {} buffer parameters (pointer arguments, counted from 0)",
-                    func.name,
+                    func.name(),
                     buffer_types.len()
                 )));
             };
@@ -179,7 +169,7 @@ impl ChainBuilder {
                 return Err(self.input_error(format!(
                     "op {k} ({}): combined index {combined} is out of range; a chain takes at \
                      most {MAX_KERNEL_ARGS} buffers (indices 0..{})",
-                    func.name,
+                    func.name(),
                     MAX_KERNEL_ARGS - 1
                 )));
             }
@@ -195,7 +185,7 @@ impl ChainBuilder {
             return Err(self.input_error(format!(
                 "op {k} ({}): arg_map does not map buffer parameter(s) {}; map every pointer \
                  argument of the kernel to a combined index",
-                func.name,
+                func.name(),
                 missing.join(", ")
             )));
         }
@@ -203,13 +193,14 @@ impl ChainBuilder {
         for (param, &combined) in map.iter().enumerate() {
             let ty = &buffer_types[param];
             if let Some((seen, op, seen_param)) = self.combined.get(&combined)
-                && mlir::element_type(seen) != mlir::element_type(ty)
+                && Type(seen).element_type() != Type(ty).element_type()
             {
                 return Err(self.input_error(format!(
                     "conflicting element types for combined index {combined}: op {op} \
                      ({}) buffer {seen_param} is {seen}, op {k} ({}) buffer {param} is {ty}; a \
                      shared combined index is one buffer, so its element type must agree",
-                    self.ops[*op].kernel, func.name
+                    self.ops[*op].kernel,
+                    func.name()
                 )));
             }
         }
@@ -219,7 +210,7 @@ impl ChainBuilder {
                 .or_insert((buffer_types[param].clone(), k, param));
         }
         self.ops.push(ChainOp {
-            kernel: func.name,
+            kernel: func.name().to_owned(),
             ttsharedir: ttsharedir.to_owned(),
             grid,
             arg_map: map,
@@ -389,7 +380,7 @@ impl ChainBuilder {
         let num_args = types.len();
         let element_sizes = types
             .iter()
-            .map(|t| mlir::element_type(t).and_then(element_bytes))
+            .map(|t| npu_mlir::Type(t).element_bytes())
             .collect();
         let target = kernel::detect_target(config, host)?;
         let format = self.check_target(config, target, format)?;
@@ -435,17 +426,6 @@ impl ChainBuilder {
         })?;
         kernel::store_runtime_files(config, dir, &built.artifacts, target, &self.name, num_args)?;
         kernel::write(&dir.join(MULTILAUNCH), text.as_bytes())
-    }
-}
-
-/// The size in bytes of a scalar MLIR element type (`f32`, `bf16`, `i8`, …).
-fn element_bytes(element: &str) -> Option<usize> {
-    match element {
-        "i8" | "ui8" | "si8" => Some(1),
-        "i16" | "ui16" | "si16" | "f16" | "bf16" => Some(2),
-        "i32" | "ui32" | "si32" | "f32" => Some(4),
-        "i64" | "ui64" | "si64" | "f64" => Some(8),
-        _ => None,
     }
 }
 

@@ -32,6 +32,8 @@ pub enum DriverError {
     Runtime(#[from] npu_runtime::RuntimeError),
     #[error("the kernel's Linalg text has no func.func; cannot find the kernel")]
     NoKernel,
+    #[error("the kernel's Linalg text cannot be read: {0}")]
+    Ir(#[from] npu_mlir::ParseError),
     #[error("compile-only mode (AMD_TRITON_NPU_COMPILE_ONLY=1): kernels are built, never run")]
     CompileOnly,
     /// A chain was given arguments it cannot use (Python: `ValueError`).
@@ -149,7 +151,7 @@ impl DriverError {
                 R::InvalidArguments => ErrorKind::InvalidInput,
                 R::LoadRefused | R::LaunchFailed | R::CallFailed => ErrorKind::LaunchFailed,
             },
-            DriverError::NoKernel => ErrorKind::CompileFailed,
+            DriverError::NoKernel | DriverError::Ir(_) => ErrorKind::CompileFailed,
             DriverError::ChainInput { .. } => ErrorKind::InvalidInput,
             DriverError::CompileOnly => ErrorKind::Config,
             DriverError::ChainStitch { .. } => ErrorKind::CompileFailed,

@@ -6,7 +6,8 @@
 //!   lowering (a warm cache runs no tool), build = lower + aircc + the runtime's preparation
 //!   (HSA packs `kernel.hsaco`), then load into the process's runtime. Dispatches go through
 //!   the runtime's shared argument checks.
-//! * [`ir`]: what the driver reads from the Linalg text (buffer parameters, which are written).
+//! * What it reads from the Linalg text (buffer parameters, which are written) comes from
+//!   `npu-mlir`, the one MLIR reader ([`npu_mlir::Module::kernel_io`]).
 //! * [`artifacts`]: the files of an entry, and handing a build to its runtime's backend.
 //! * [`runtimes`]: the process-wide runtimes and target probes, through the registry of
 //!   runtimes (`npu_runtime::registry`).
@@ -16,7 +17,6 @@
 pub mod artifacts;
 pub mod chain;
 pub mod error;
-pub mod ir;
 pub mod kernel;
 pub mod memo;
 pub mod runtimes;

@@ -14,6 +14,7 @@ mod config;
 mod errors;
 mod host;
 mod interrupt;
+mod ir;
 mod launcher;
 mod logging;
 mod shared;
@@ -29,6 +30,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     cache::register(m)?;
     cli::register(m)?;
     toolchain::register(m)?;
+    ir::register(m)?;
     launcher::register(m)?;
     chain::register(m)?;
     shared::register(m)?;

@@ -102,41 +102,12 @@ pub fn actual_sizes<'a>(
     needs_padding.then(|| [m.max(0) as u64, n.max(0) as u64, 1])
 }
 
-/// Whether the Linalg module is a single f32 matmul (upstream's `_detect_matmul` shape test:
-/// exactly one `linalg.matmul`, no linalg ops other than `matmul` and `fill`), for which
-/// upstream always enables aircc's `--bf16-emulation`.
+/// Whether the Linalg module is a single f32 matmul (upstream's `_detect_matmul` test, see
+/// [`npu_mlir::Module::single_matmul`]), for which upstream always enables aircc's
+/// `--bf16-emulation`. Text that cannot be read is no matmul.
 pub fn is_f32_matmul(linalg: &str) -> bool {
-    let mut matmuls = Vec::new();
-    for line in linalg.lines() {
-        let mut rest = line;
-        while let Some(at) = rest.find("linalg.") {
-            let after = &rest[at + "linalg.".len()..];
-            let name: String = after
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect();
-            match name.as_str() {
-                "matmul" => matmuls.push(line),
-                // Region terminators and index queries are not operations of their own.
-                "fill" | "yield" | "index" | "" => {}
-                _ => return false,
-            }
-            rest = &after[name.len()..];
-        }
-    }
-    let [line] = matmuls.as_slice() else {
-        return false;
-    };
-    // The element type of the first input: `ins(%a, %b : tensor<64x64xf32>, …)`.
-    let Some(ins) = line.find("ins(") else {
-        return false;
-    };
-    let types = &line[ins..];
-    let Some(colon) = types.find(':') else {
-        return false;
-    };
-    let first = types[colon + 1..].split(',').next().unwrap_or("");
-    first.trim().trim_end_matches(')').ends_with("xf32>")
+    npu_mlir::Module::parse(linalg)
+        .is_ok_and(|m| m.single_matmul().is_some_and(|mm| mm.input == "f32"))
 }
 
 #[cfg(test)]

@@ -11,7 +11,6 @@ import dataclasses
 import functools
 import hashlib
 import os
-import re
 from typing import Any
 
 from triton._C.libtriton import ir, passes
@@ -83,9 +82,6 @@ def _toolchain_fingerprint() -> str:
         return native().toolchain_fingerprint(_triton_dir())
     except Exception as e:  # noqa: BLE001 - hash() must not fail; the stage reports errors
         return f"unavailable:{type(e).__name__}"
-
-
-_FUNC_NAME = re.compile(r"func\.func\s+(?:public\s+|private\s+)?@([\w$.]+)")
 
 
 class NPUBackend(BaseBackend):
@@ -162,10 +158,10 @@ class NPUBackend(BaseBackend):
             kernel = "kernel"
         # Runs like every compile tool: timeout, process group, Ctrl-C (KeyboardInterrupt).
         text = native().triton_to_linalg(tool, str(mod), kernel)
-        names = _FUNC_NAME.findall(text.decode("utf-8", "replace"))
-        if not names:
-            raise CompileError("triton-shared-opt produced no func.func; cannot name the kernel")
-        metadata["name"] = names[0]
+        try:
+            metadata["name"] = native().kernel_name(text.decode("utf-8", "replace"))
+        except ValueError as e:
+            raise CompileError(f"cannot name the kernel in triton-shared-opt's output: {e}") from e
         metadata["shared"] = 0
         return text
 
