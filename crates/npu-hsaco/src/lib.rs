@@ -52,6 +52,7 @@ pub mod arch;
 pub mod check;
 pub mod container;
 pub mod dump;
+pub mod elf_image;
 pub mod error;
 pub mod full_elf;
 pub mod inspect;
@@ -63,7 +64,9 @@ pub mod xclbin;
 pub use arch::Arch;
 pub use check::{CheckReport, check, check_bytes};
 pub use dump::{Dump, dump};
-pub use error::{Error, FullElfError, HsaStatus, Result, Rule, Violation, XclbinError};
+pub use error::{
+    Error, FullElfError, HsaStatus, Result, RocrVerdict, Rule, Violation, XclbinError,
+};
 pub use full_elf::{ExternalVariable, FullElfKernel, kernels_from_full_elf};
 pub use inspect::{Hsaco, parse};
 pub use section::{Kernel, KernelKind, build_section};
