@@ -80,7 +80,10 @@ impl fmt::Display for Rejection {
                 write!(f, "refused here, ROCr accepts it: {v}, because {because}")
             }
             RocrVerdict::Undetermined { because } => {
-                write!(f, "refused here, ROCr may accept it: {v}, because {because}")
+                write!(
+                    f,
+                    "refused here, ROCr may accept it: {v}, because {because}"
+                )
             }
         }
     }
@@ -431,7 +434,11 @@ fn shared_elves<'k, 'a>(kernels: &'k [KernelView<'a>]) -> HashMap<u32, SharedElf
                 parses: Vec::new(),
             });
         group.entries.push(k);
-        if !group.parses.iter().any(|(size, _)| *size == k.entry.insts_size) {
+        if !group
+            .parses
+            .iter()
+            .any(|(size, _)| *size == k.entry.insts_size)
+        {
             let parse = FullElf::parse(k.insts).map_err(Rule::FullElf);
             group.parses.push((k.entry.insts_size, parse));
         }
@@ -486,11 +493,11 @@ fn check_kernels(
     // Entries that give one shared ELF different sizes: ROCr's verdict may depend on its order.
     let mut groups: Vec<&SharedElf<'_, '_>> = shared.values().collect();
     groups.sort_by_key(|g| g.entries[0].name);
-    let certain_refusal = kernels.iter().any(|k| own_rules(k, arch, agent_cols).is_err())
+    let certain_refusal = kernels
+        .iter()
+        .any(|k| own_rules(k, arch, agent_cols).is_err())
         || groups.iter().any(|g| g.verdict() == Some(false));
-    if !certain_refusal
-        && let Some(g) = groups.iter().find(|g| g.verdict().is_none())
-    {
+    if !certain_refusal && let Some(g) = groups.iter().find(|g| g.verdict().is_none()) {
         return report.reject(Stage::Kernel, violation(g.entries[0], g.ambiguity()));
     }
     if let Some(v) = refused {

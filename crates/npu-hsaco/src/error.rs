@@ -102,7 +102,11 @@ pub enum Rule {
     #[error(
         "relocation section {section} names symbol table {link} and target section {info}, which do not both exist"
     )]
-    RelocationLinks { section: usize, link: u32, info: u32 },
+    RelocationLinks {
+        section: usize,
+        link: u32,
+        info: u32,
+    },
     /// A relocation section libelf cannot read.
     #[error(
         "relocation section {0} cannot be read (it lies outside the file or is not a whole number of 24-byte entries)"
@@ -450,7 +454,9 @@ pub enum FullElfError {
         "section {0} is truncated: its last entry runs past the end of the file (ROCr reads only its whole entries)"
     )]
     TruncatedTable(usize),
-    #[error("unsupported relocation symbol {0:?} (neither a PDI, an argument index nor a UTF-8 external variable name)")]
+    #[error(
+        "unsupported relocation symbol {0:?} (neither a PDI, an argument index nor a UTF-8 external variable name)"
+    )]
     UnsupportedRelocationSymbol(String),
 }
 
@@ -501,6 +507,19 @@ pub enum XclbinError {
     ZeroColumnWidth,
 }
 
+/// A refusal, saying why when ROCr itself would load the file.
+fn refusal(v: &Violation) -> String {
+    match v.rule.rocr() {
+        RocrVerdict::Accepts { because } => {
+            format!("{v} (refused here, ROCr accepts it, because {because})")
+        }
+        RocrVerdict::Undetermined { because } => {
+            format!("{v} (refused here, ROCr may accept it, because {because})")
+        }
+        _ => v.to_string(),
+    }
+}
+
 /// Why an existing file cannot receive an AIE section.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ContainerError {
@@ -520,7 +539,7 @@ pub enum ContainerError {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Packing refused: the result would break a format or loader rule.
-    #[error("{0}")]
+    #[error("{}", refusal(.0))]
     Refused(Violation),
     /// A full ELF that cannot be read.
     #[error("full ELF: {0}")]

@@ -1,5 +1,9 @@
 //! Reader for AIE "full ELFs" (aiecc `--get-full-elf`, aie2p only), following the rules of
-//! ROCr's own reader so that a file this module accepts is one ROCr accepts.
+//! ROCr's own reader (`aie_elf::Parse` in `core/runtime/amd_aie_elf.cpp`, StefanBS/rocm-systems
+//! @ 04441d8e) so that a file this module accepts is one ROCr accepts, and the reverse: names are
+//! bytes, `.symtab`/`.dynsym`/`.rela.dyn` are the last sections of those names, a section belongs
+//! to the last group listing it, tables are read as whole entries, string tables only when a
+//! string is needed. What ROCr accepts but this crate refuses is kept in [`FullElf::stricter`].
 //!
 //! A full ELF is a little-endian ELF32 with `EI_OSABI` 0x45. Each COMDAT group is one kernel
 //! instance: the group's `sh_info` names the instance symbol in `.symtab`, whose `st_shndx` is
@@ -193,9 +197,7 @@ impl<'a> Reader<'a> {
 
     /// The last section named `name`, as ROCr's scan (which overwrites earlier matches) finds.
     fn find_last(&self, name: &str) -> Option<usize> {
-        self.names
-            .iter()
-            .rposition(|n| *n == Some(name.as_bytes()))
+        self.names.iter().rposition(|n| *n == Some(name.as_bytes()))
     }
 
     fn sh_type(&self, index: usize) -> u32 {

@@ -6,8 +6,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::arch::Arch;
-use crate::container;
 use crate::check::check_bytes;
+use crate::container;
 use crate::error::{ContainerError, Error, Result, Rule, Violation};
 use crate::full_elf::{ExternalVariable, kernels_from_full_elf};
 use crate::section::{Kernel, build_section};

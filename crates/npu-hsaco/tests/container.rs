@@ -226,7 +226,9 @@ fn reader_refuses_what_no_elf_reader_could_open() {
     let s = section("01_doc_example", "aie2p");
     assert!(matches!(
         replace_section(&elf, Arch::Aie2p, &s),
-        Err(Error::Container(ContainerError::Unreadable(Rule::ShentSize(40))))
+        Err(Error::Container(ContainerError::Unreadable(
+            Rule::ShentSize(40)
+        )))
     ));
     elf[4] = 1;
     assert_eq!(
