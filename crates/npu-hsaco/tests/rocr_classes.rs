@@ -134,6 +134,17 @@ fn full_elf(kernel_symbol: &str, instances: Vec<Instance>) -> FullElfSpec {
     FullElfSpec::new(kernel_symbol, instances)
 }
 
+/// A full ELF with one kernel, `main:sequence`.
+fn one_instance_elf() -> Vec<u8> {
+    full_elf("_Z4mainPcPc", vec![Instance::new("sequence", 96, basic())]).build()
+}
+
+/// A full ELF with two instances of `main`, each with a PDI and two arguments.
+fn two_instance_elf(a: &str, b: &str) -> Vec<u8> {
+    let instances = vec![Instance::new(a, 96, basic()), Instance::new(b, 96, basic())];
+    full_elf("_Z4mainPcPc", instances).build()
+}
+
 /// An aie2p container holding FullElf entries `names` for `elf` (kernarg 0: ROCr derives it).
 fn full_elf_hsaco(elf: &[u8], names: &[&str]) -> Vec<u8> {
     let kernels: Vec<Kernel<'_>> = names
@@ -159,6 +170,16 @@ fn with(rocr: Rocr, rule: fn(&Rule) -> bool, agent_loads: bool, bytes: Vec<u8>) 
         rocr,
         ..refuses(rule, agent_loads, bytes)
     }
+}
+
+/// A class ROCr loads and the check refuses on purpose.
+fn stricter(rule: fn(&Rule) -> bool, agent_loads: bool, bytes: Vec<u8>) -> Class {
+    with(Rocr::LoadsStricterHere, rule, agent_loads, bytes)
+}
+
+/// A class ROCr crashes on.
+fn crashes(rule: fn(&Rule) -> bool, bytes: Vec<u8>) -> Class {
+    with(Rocr::Crashes, rule, false, bytes)
 }
 
 fn loads(bytes: Vec<u8>) -> Class {
@@ -222,17 +243,10 @@ fn class(name: &str) -> Class {
             let len = f.len() as u64;
             let at = shdr(&f, 1) + 24; // .shstrtab's sh_offset
             set_u64(&mut f, at, len + 100);
-            with(
-                Rocr::Crashes,
-                |r| *r == Rule::UnreadableShstrtab(1),
-                false,
-                f,
-            )
+            crashes(|r| *r == Rule::UnreadableShstrtab(1), f)
         }
-        "null_section_after_0" => with(
-            Rocr::Crashes,
+        "null_section_after_0" => crashes(
             |r| *r == Rule::NullSection(3),
-            false,
             container(&[aie2p(SHT_PROGBITS, table()), Sec::new("", 0, Vec::new())]),
         ),
         "rela_unreadable" => {
@@ -251,10 +265,8 @@ fn class(name: &str) -> Class {
                     ..Sec::new(".rela.data", SHT_RELA, vec![0; 25])
                 },
             ];
-            with(
-                Rocr::Crashes,
+            crashes(
                 |r| *r == Rule::UnreadableRelocations(5),
-                false,
                 container(&sections),
             )
         }
@@ -287,14 +299,7 @@ fn class(name: &str) -> Class {
         }
         "shared_elf_sizes" => {
             // Two entries share one ELF; one gives it a size that cuts off its section headers.
-            let elf = full_elf(
-                "_Z4mainPcPc",
-                vec![
-                    Instance::new("a", 96, basic()),
-                    Instance::new("b", 96, basic()),
-                ],
-            )
-            .build();
+            let elf = two_instance_elf("a", "b");
             let mut t = loose_table(&[
                 Kernel::full_elf("main:a", &elf[..], 0, 1),
                 Kernel::full_elf("main:b", &elf[..], 0, 1),
@@ -326,30 +331,26 @@ fn class(name: &str) -> Class {
         }
         // --- stricter than ROCr, on purpose ---
         "note_malformed" => {
-            let mut elf =
-                full_elf("_Z4mainPcPc", vec![Instance::new("sequence", 96, basic())]).build();
+            let mut elf = one_instance_elf();
             // descsz 4 -> 2: the column count is no longer a u32.
             replace_once(
                 &mut elf,
                 b"\x04\0\0\0\x04\0\0\0\x06\0\0\0XRT\0",
                 b"\x04\0\0\0\x02\0\0\0\x06\0\0\0XRT\0",
             );
-            with(
-                Rocr::LoadsStricterHere,
+            stricter(
                 |r| matches!(r, Rule::FullElf(FullElfError::BadConfigurationNote(_))),
                 true,
                 full_elf_hsaco(&elf, &["main:sequence"]),
             )
         }
         "truncated_table" => {
-            let mut elf =
-                full_elf("_Z4mainPcPc", vec![Instance::new("sequence", 96, basic())]).build();
+            let mut elf = one_instance_elf();
             // .rela.dyn (3 entries) moved last and declared 4 bytes longer: its partial fourth
             // entry runs past the end of the file.
             let rela = section_index_elf32(&elf, ".rela.dyn");
             move_to_end_elf32(&mut elf, rela, 4);
-            with(
-                Rocr::LoadsStricterHere,
+            stricter(
                 |r| matches!(r, Rule::FullElf(FullElfError::TruncatedTable(_))),
                 true,
                 full_elf_hsaco(&elf, &["main:sequence"]),
@@ -358,36 +359,18 @@ fn class(name: &str) -> Class {
         "shentsize_72" => {
             let mut f = valid();
             f[0x3a] = 72;
-            with(
-                Rocr::LoadsStricterHere,
-                |r| *r == Rule::ShentSize(72),
-                true,
-                f,
-            )
+            stricter(|r| *r == Rule::ShentSize(72), true, f)
         }
         "name_runs_past_shstrtab" => {
             // The name table is "\0.shstrtab\0aie2p\0"; cut its last byte off.
             let mut f = valid();
             let at = shdr(&f, 1) + 32; // .shstrtab's sh_size
             set_u64(&mut f, at, 16);
-            with(
-                Rocr::LoadsStricterHere,
-                |r| *r == Rule::UnterminatedSectionName(2),
-                false,
-                f,
-            )
+            stricter(|r| *r == Rule::UnterminatedSectionName(2), false, f)
         }
         "duplicate_group_name" => {
-            let elf = full_elf(
-                "_Z4mainPcPc",
-                vec![
-                    Instance::new("s", 96, basic()),
-                    Instance::new("s", 96, basic()),
-                ],
-            )
-            .build();
-            with(
-                Rocr::LoadsStricterHere,
+            let elf = two_instance_elf("s", "s");
+            stricter(
                 |r| matches!(r, Rule::FullElf(FullElfError::DuplicateKernel(_))),
                 true,
                 full_elf_hsaco(&elf, &["main:s"]),
@@ -396,8 +379,7 @@ fn class(name: &str) -> Class {
         "empty_name" => {
             let (i, p) = (insts(), pdi());
             let t = loose_table(&[Kernel::pdi_insts("", &i[..], &p[..], 32, 1)]);
-            with(
-                Rocr::LoadsStricterHere,
+            stricter(
                 |r| *r == Rule::EmptyName,
                 true,
                 new_with_section(Arch::Aie2p, &t),
@@ -406,8 +388,7 @@ fn class(name: &str) -> Class {
         "kernarg_not_buffers" => {
             let (i, p) = (insts(), pdi());
             let t = loose_table(&[Kernel::pdi_insts("k", &i[..], &p[..], 4, 1)]);
-            with(
-                Rocr::LoadsStricterHere,
+            stricter(
                 |r| *r == Rule::KernargSize(4),
                 true,
                 new_with_section(Arch::Aie2p, &t),
@@ -601,14 +582,7 @@ fn wrapping_lengths_demangle_as_rocr_does() {
 #[test]
 fn entries_sharing_an_elf_with_sizes_that_agree_on_the_verdict_are_judged() {
     // The ELF with 8 bytes of padding: without them it still holds everything ROCr reads.
-    let mut elf = full_elf(
-        "_Z4mainPcPc",
-        vec![
-            Instance::new("a", 96, basic()),
-            Instance::new("b", 96, basic()),
-        ],
-    )
-    .build();
+    let mut elf = two_instance_elf("a", "b");
     elf.extend_from_slice(&[0; 8]);
     let with_sizes = |size_a: u32, size_b: u32| {
         let mut t = loose_table(&[
