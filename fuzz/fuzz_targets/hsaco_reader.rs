@@ -1,5 +1,7 @@
 //! The hsaco reader, the loader-rule check, the dumper and section replacement on arbitrary
-//! bytes: none may panic, and a file that takes a new section must read back with it.
+//! bytes: none may panic, a file that takes a new section must read back with it, and a file
+//! the packer writes into them must pass the loader check (the packer refuses what the check
+//! refuses).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -25,5 +27,11 @@ fuzz_target!(|data: &[u8]| {
             .section(Arch::Aie2)
             .expect("the new section is there");
         assert_eq!(reread.container.raw_data(s.index), Some(&section[..]));
+    }
+    let insts = [0x5Au8; 16];
+    let kernel = npu_hsaco::Kernel::pdi_insts("k", &insts[..], &b"PDI"[..], 32, 1);
+    if let Ok(packed) = npu_hsaco::pack::pack(Some(data), Arch::Aie2p, &[kernel]) {
+        let report = check_bytes(&packed, Arch::Aie2p, 8);
+        assert!(report.accepted(), "{report}");
     }
 });

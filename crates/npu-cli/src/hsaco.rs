@@ -4,7 +4,13 @@
 //! `pack` takes the reference packer's arguments: `--hsaco PATH --arch ARCH` and kernels given
 //! as `--kernel SPEC` colon specs or as `--kernel-name/--kernel-elf` option groups, in one
 //! ordered stream (see [`npu_hsaco::spec`]). Errors print one line on stderr: exit status 2 for
-//! a command line that does not follow the grammar, 1 for inputs that cannot be packed.
+//! a command line that does not follow the grammar, 1 for inputs that cannot be packed. `pack`
+//! refuses everything `check` refuses for the architecture's widest agent.
+//!
+//! `check` prints one line per kernel and a `RESULT:` line: ROCr's status when ROCr refuses the
+//! file, "no status: ROCr crashes or throws on this file" when it crashes instead, and
+//! "refused here, ROCr accepts it: …, because …" for the files this tool refuses although ROCr
+//! loads them.
 
 use std::path::{Path, PathBuf};
 
@@ -26,7 +32,8 @@ pub enum HsacoCommand {
     Pack(PackArgs),
     /// Print the AIE sections exactly as the reference dumper (aie-hsaco-dump) does.
     Dump(DumpArgs),
-    /// Exit 0 iff ROCr would load the file on an agent of ARCH with N columns.
+    /// Exit 0 iff ROCr would load the file on an agent of ARCH with N columns (a few files ROCr
+    /// loads are refused on purpose; the report says which and why).
     Check(CheckArgs),
 }
 

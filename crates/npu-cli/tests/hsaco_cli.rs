@@ -232,6 +232,8 @@ fn names_and_paths_with_spaces_colons_and_non_ascii() {
             "design pdi.pdi",
             "--kernel-cols",
             "+2",
+            "--kernel-kernarg",
+            "16",
         ],
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -240,7 +242,7 @@ fn names_and_paths_with_spaces_colons_and_non_ascii() {
         stdout(&d),
         "arch section: aie2p\nversion: 1.0\n\
          \x20 kernel add: two vectors: kind=PdiInsts insts=300B pdi=yes kernarg=32 cols=1\n\
-         \x20 kernel ядро π: kind=PdiInsts insts=300B pdi=yes kernarg=0 cols=2\n"
+         \x20 kernel ядро π: kind=PdiInsts insts=300B pdi=yes kernarg=16 cols=2\n"
     );
     assert_eq!(
         run(out.path(), &["check", "--hsaco", t, "--arch", "aie2p"])
@@ -628,7 +630,7 @@ fn refused_pack_leaves_an_existing_file_untouched() {
             "--arch",
             "aie2p",
             "--kernel",
-            "k:insts.bin:main.pdi:0:1",
+            "k:insts.bin:main.pdi:16:1",
         ],
     );
     assert_fails(&o, 1, &["not an ELF", "was not written"]);
@@ -679,4 +681,213 @@ fn dump_and_check_errors_are_one_line() {
     );
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("unknown AIE architecture 'aie3'"));
+}
+
+// ------------------------------------------------------------ ROCr's verdict, class by class
+
+/// Line `name` of `tests/fixtures/hsaco-classes/classes.tsv`: one crafted file per class of bad
+/// hsaco, written by `crates/npu-hsaco/tests/rocr_classes.rs`, with the agent's architecture and
+/// columns and what ROCr does with it.
+fn class(name: &str) -> (String, String, String) {
+    let tsv = String::from_utf8(read(fixtures().join("hsaco-classes/classes.tsv"))).unwrap();
+    let line = tsv
+        .lines()
+        .find(|l| l.split('\t').next() == Some(name))
+        .unwrap_or_else(|| panic!("{name} is not in classes.tsv"));
+    let fields: Vec<&str> = line.split('\t').collect();
+    (
+        fields[1].to_string(),
+        fields[2].to_string(),
+        fields[3].to_string(),
+    )
+}
+
+/// `hsaco check` on the class's file: the exit status is ROCr's verdict, the report is the
+/// library's, and a refusal ROCr would not make says so and why.
+fn check_class(name: &str) {
+    let (arch, cols, rocr) = class(name);
+    let dir = fixtures().join("hsaco-classes");
+    let file = format!("{name}.hsaco");
+    let o = run(
+        &dir,
+        &["check", "--hsaco", &file, "--arch", &arch, "--cols", &cols],
+    );
+    let report = npu_hsaco::check_bytes(
+        &read(dir.join(&file)),
+        arch.parse().unwrap(),
+        cols.parse().unwrap(),
+    );
+    assert_eq!(stdout(&o), report.to_string(), "{name}");
+    let result = stdout(&o).lines().last().unwrap().to_string();
+    let needles: &[&str] = match rocr.as_str() {
+        "loads" => {
+            assert_eq!(o.status.code(), Some(0), "{name}: {}", stderr(&o));
+            assert!(o.stderr.is_empty(), "{name}: {}", stderr(&o));
+            assert!(result.starts_with("RESULT: accepted"), "{name}: {result}");
+            return;
+        }
+        "refuses" => &["HSA_STATUS_ERROR_"],
+        "crashes" => &["ROCr crashes or throws on this file"],
+        "undetermined" => &["refused here, ROCr may accept it: ", ", because "],
+        "loads-stricter-here" => &["refused here, ROCr accepts it: ", ", because "],
+        other => panic!("{name}: unknown verdict {other}"),
+    };
+    let mut on_stderr = vec![file.as_str()];
+    on_stderr.extend_from_slice(needles);
+    assert_fails(&o, 1, &on_stderr);
+    for n in needles {
+        assert!(result.contains(n), "{name}: {result} should contain {n:?}");
+    }
+}
+
+macro_rules! class_checks {
+    ($($name:ident),* $(,)?) => {
+        const CLASSES: &[&str] = &[$(stringify!($name)),*];
+        mod rocr_class {
+            $(
+                #[test]
+                fn $name() {
+                    super::check_class(stringify!($name));
+                }
+            )*
+        }
+    };
+}
+
+class_checks!(
+    ei_version,
+    phoff_at_end,
+    aie_section_symtab,
+    aie_section_rel,
+    aie_section_group,
+    shstrtab_unreadable,
+    null_section_after_0,
+    rela_unreadable,
+    demangle_length_wraps,
+    name_not_utf8,
+    shared_elf_sizes,
+    ctrltext_in_two_groups,
+    note_malformed,
+    truncated_table,
+    shentsize_72,
+    name_runs_past_shstrtab,
+    duplicate_group_name,
+    empty_name,
+    kernarg_not_buffers,
+    too_many_columns,
+);
+
+#[test]
+fn every_class_of_the_fixtures_is_checked() {
+    let tsv = String::from_utf8(read(fixtures().join("hsaco-classes/classes.tsv"))).unwrap();
+    let names: Vec<&str> = tsv.lines().filter_map(|l| l.split('\t').next()).collect();
+    assert_eq!(names, CLASSES);
+}
+
+/// `hsaco pack` refuses what `hsaco check` refuses with the default agent: an empty name, more
+/// columns than the architecture's agents have, kernarg sizes that are not 16 bytes for each of
+/// 1 to 16 buffers; nothing is written.
+#[test]
+fn pack_refuses_what_check_refuses() {
+    let v02 = vector("02_pdi_insts_basic");
+    let out = tempfile::tempdir().unwrap();
+    let target = out.path().join("never.hsaco");
+    let t = target.to_str().unwrap();
+    let cases: Vec<(&str, &str, Vec<&str>)> = vec![
+        (
+            "aie2p",
+            ":insts.bin:design.pdi:32:1",
+            vec!["the kernel name is empty", "ROCr accepts it"],
+        ),
+        (
+            "aie2p",
+            "k:insts.bin:design.pdi:32:9",
+            vec!["kernel 'k'", "num_cols 9 exceeds the agent's 8 columns"],
+        ),
+        (
+            "aie2",
+            "k:insts.bin:design.pdi:32:5",
+            vec!["kernel 'k'", "num_cols 5 exceeds the agent's 4 columns"],
+        ),
+        (
+            "aie2p",
+            "k:insts.bin:design.pdi:0:1",
+            vec!["kernel 'k'", "kernarg_size 0 is not 16 bytes"],
+        ),
+        (
+            "aie2p",
+            "k:insts.bin:design.pdi:4:1",
+            vec!["kernarg_size 4 is not 16 bytes"],
+        ),
+        (
+            "aie2p",
+            "k:insts.bin:design.pdi:17:1",
+            vec!["kernarg_size 17 is not 16 bytes"],
+        ),
+        (
+            "aie2p",
+            "k:insts.bin:design.pdi:272:1",
+            vec!["kernarg_size 272 is not 16 bytes for each of 1 to 16"],
+        ),
+    ];
+    for (arch, spec, needles) in cases {
+        let o = run(
+            &v02,
+            &["pack", "--hsaco", t, "--arch", arch, "--kernel", spec],
+        );
+        let mut all = needles.clone();
+        all.push("was not written");
+        assert_fails(&o, 1, &all);
+        assert!(!target.exists(), "{spec}: no file may be written");
+    }
+    // The limits themselves pack, and check accepts the result with the default agent.
+    for (arch, spec) in [
+        ("aie2p", "k:insts.bin:design.pdi:256:8"),
+        ("aie2", "k:insts.bin:design.pdi:16:4"),
+    ] {
+        let o = run(
+            &v02,
+            &["pack", "--hsaco", t, "--arch", arch, "--kernel", spec],
+        );
+        assert_eq!(o.status.code(), Some(0), "{spec}: {}", stderr(&o));
+        let o = run(&v02, &["check", "--hsaco", t, "--arch", arch]);
+        assert_eq!(o.status.code(), Some(0), "{spec}: {}", stdout(&o));
+        std::fs::remove_file(&target).unwrap();
+    }
+}
+
+/// Packing into an existing file that ROCr crashes on is refused, and the file is kept.
+#[test]
+fn pack_refuses_an_existing_file_rocr_crashes_on() {
+    let out = tempfile::tempdir().unwrap();
+    for class in ["null_section_after_0", "rela_unreadable"] {
+        let target = out.path().join(format!("{class}.hsaco"));
+        std::fs::copy(
+            fixtures().join(format!("hsaco-classes/{class}.hsaco")),
+            &target,
+        )
+        .unwrap();
+        let before = read(&target);
+        let o = run(
+            &vector("02_pdi_insts_basic"),
+            &[
+                "pack",
+                "--hsaco",
+                target.to_str().unwrap(),
+                "--arch",
+                "aie2p",
+                "--kernel",
+                "k:insts.bin:design.pdi:32:1",
+            ],
+        );
+        assert_fails(
+            &o,
+            1,
+            &[
+                "ROCr would not load the file with the new section",
+                "was not written",
+            ],
+        );
+        assert!(read(&target) == before, "{class}: untouched");
+    }
 }

@@ -33,8 +33,9 @@ impl Arch {
         }
     }
 
-    /// The column count ROCr reports for the usual agent of this architecture: npu1 agents
-    /// expose the device columns minus one (4), npu4-class agents all 8.
+    /// The column count ROCr reports for an agent of this architecture: npu1 agents expose the
+    /// device columns minus one (4), npu4-class agents all 8 (`GetNodeProperties` in
+    /// `amd_xdna_driver.cpp`). No agent has more, so packing refuses wider kernels.
     pub fn default_agent_columns(self) -> u32 {
         match self {
             Arch::Aie2 => 4,

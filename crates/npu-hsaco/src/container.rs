@@ -141,7 +141,9 @@ fn cstr_at(table: &[u8], offset: u32) -> Option<&[u8]> {
 }
 
 impl<'a> Container<'a> {
-    /// Reads the header and section table; refuses what no ELF reader could open.
+    /// Reads the header and section table; refuses what no ELF reader could open. The section
+    /// headers are read 64 bytes apart whatever `e_shentsize` says, as libelf (and so ROCr)
+    /// reads them; callers that write a file refuse another entry size themselves.
     pub fn read(bytes: &'a [u8]) -> Result<Container<'a>, Rule> {
         if bytes.len() < EHDR_SIZE || bytes[..4] != ELFMAG {
             return Err(Rule::NotElf);
@@ -174,9 +176,6 @@ impl<'a> Container<'a> {
         let count = header.e_shnum;
         let mut sections = Vec::with_capacity(usize::from(count));
         if count > 0 {
-            if usize::from(header.e_shentsize) != SHDR_SIZE {
-                return Err(Rule::ShentSize(header.e_shentsize));
-            }
             let table = range(bytes, header.e_shoff, u64::from(count) * SHDR_SIZE as u64).ok_or(
                 Rule::ShdrsOutOfFile {
                     offset: header.e_shoff,
@@ -451,6 +450,9 @@ fn is_plain(c: &Container<'_>) -> bool {
 /// index and file offset).
 pub fn replace_section(existing: &[u8], arch: Arch, section: &[u8]) -> Result<Vec<u8>> {
     let c = Container::read(existing).map_err(ContainerError::Unreadable)?;
+    if c.header.e_shnum != 0 && usize::from(c.header.e_shentsize) != SHDR_SIZE {
+        return Err(ContainerError::Unreadable(Rule::ShentSize(c.header.e_shentsize)).into());
+    }
     if c.header.e_shnum == 0
         || c.header.e_shnum >= SHN_LORESERVE
         || c.header.e_shstrndx >= SHN_LORESERVE

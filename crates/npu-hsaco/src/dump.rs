@@ -3,6 +3,8 @@
 use std::fmt::Write;
 
 use crate::arch::Arch;
+use crate::container::SHDR_SIZE;
+use crate::error::Rule;
 use crate::inspect::Hsaco;
 use crate::section::{KernelKind, Reader};
 
@@ -26,6 +28,13 @@ impl Dump {
 /// Describes the first `aie2` and the first `aie2p` section, in that order.
 pub fn dump(hsaco: &Hsaco<'_>) -> Dump {
     let mut out = Dump::default();
+    let header = &hsaco.container.header;
+    if header.e_shnum != 0 && usize::from(header.e_shentsize) != SHDR_SIZE {
+        // Which section headers a reader finds then depends on the reader.
+        out.errors
+            .push(Rule::ShentSize(header.e_shentsize).to_string());
+        return out;
+    }
     let mut found = false;
     for arch in Arch::ALL {
         let Some(section) = hsaco.section(arch) else {

@@ -27,6 +27,28 @@ impl HsaStatus {
     }
 }
 
+/// What ROCr does with a file that breaks a [`Rule`]. This crate refuses every such file; the
+/// verdict says whether ROCr agrees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RocrVerdict {
+    /// ROCr refuses the file with this status.
+    Refuses(HsaStatus),
+    /// ROCr crashes or throws on the file instead of returning a status (a null dereference or
+    /// a `std::string` built from a null pointer); refusing it is the only safe answer.
+    Faults,
+    /// ROCr loads the file; this crate refuses it anyway, for the reason given.
+    Accepts {
+        /// Why refusing protects the user.
+        because: &'static str,
+    },
+    /// Whether ROCr loads the file depends on something outside it (the order of a hash map);
+    /// this crate refuses it, for the reason given.
+    Undetermined {
+        /// Why the verdict cannot be known.
+        because: &'static str,
+    },
+}
+
 /// One rule of the AIE hsaco format or of ROCr's loader, with the values that broke it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Rule {
@@ -37,6 +59,11 @@ pub enum Rule {
     /// ELF32 or big-endian.
     #[error("not a 64-bit little-endian ELF (class {class}, data {data})")]
     NotElf64Le { class: u8, data: u8 },
+    /// `e_ident[EI_VERSION]` other than 1: libelf does not recognise the file as ELF.
+    #[error(
+        "e_ident[EI_VERSION] is {0}; libelf (under ROCr's ELF reader) opens only version 1 files"
+    )]
+    IdentVersion(u8),
     /// `e_version` other than 1: ROCr's size computation returns 0 and every section fails.
     #[error("ELF e_version is {0}; ROCr needs 1 and otherwise sees no section at all")]
     ElfVersion(u32),
@@ -46,15 +73,57 @@ pub enum Rule {
     /// The section header table does not fit in the file.
     #[error("the section header table (offset {offset}, {count} entries) lies outside the file")]
     ShdrsOutOfFile { offset: u64, count: u16 },
-    /// `e_shstrndx` names no usable string table; ROCr throws while reading section names.
-    #[error("e_shstrndx {0} does not name a readable section-name table")]
+    /// The program header table does not fit in the file.
+    #[error(
+        "the program header table ({count} entries at offset {offset}) does not fit in the file"
+    )]
+    ProgramHeaders { offset: u64, count: u64 },
+    /// `e_shstrndx` is not a section index: ROCr's ELF reader fails to open the file.
+    #[error("e_shstrndx {0} does not name a section")]
     BadShstrndx(u16),
-    /// A section's name cannot be read from the section-name table.
-    #[error("section {0}'s name cannot be read from the section-name table")]
+    /// The section-name table cannot be read (outside the file, empty, `SHT_NOBITS`, or a size
+    /// that is not a whole number of its type's entries).
+    #[error("the section-name table (section {0}) cannot be read")]
+    UnreadableShstrtab(u16),
+    /// A section's `sh_name` lies outside the section-name table.
+    #[error("section {0}'s name offset lies outside the section-name table")]
     UnreadableSectionName(usize),
+    /// A section's name has no terminating NUL inside the section-name table.
+    #[error("section {0}'s name is not terminated inside the section-name table")]
+    UnterminatedSectionName(usize),
+    /// A section of type `SHT_NULL` other than section 0.
+    #[error("section {0} has type SHT_NULL; only section 0 may")]
+    NullSection(usize),
+    /// A symbol table whose `sh_link` does not name a string table.
+    #[error("symbol table section {section} links to section {link}, which is not a string table")]
+    SymbolTableLink { section: usize, link: u32 },
+    /// A relocation section whose `sh_link` is not a symbol table or whose `sh_info` is not a
+    /// section index.
+    #[error(
+        "relocation section {section} names symbol table {link} and target section {info}, which do not both exist"
+    )]
+    RelocationLinks {
+        section: usize,
+        link: u32,
+        info: u32,
+    },
+    /// A relocation section libelf cannot read.
+    #[error(
+        "relocation section {0} cannot be read (it lies outside the file or is not a whole number of 24-byte entries)"
+    )]
+    UnreadableRelocations(usize),
     /// No section carries the AIEK magic.
     #[error("no section carries the AIEK magic: not an AIE code object")]
     NotAieCodeObject,
+    /// The only sections with the AIEK magic are ones libelf cannot read, so ROCr sees none.
+    #[error(
+        "section {section} carries the AIEK magic but has type {sh_type}, whose {entry_size}-byte entries do not divide its size, so libelf (and ROCr) cannot read it"
+    )]
+    UnreadableAieSection {
+        section: usize,
+        sh_type: u32,
+        entry_size: u64,
+    },
     /// No usable AIEK section has the agent's architecture name.
     #[error("no AIEK section named '{0}' (the agent's architecture)")]
     NoArchSection(Arch),
@@ -139,6 +208,9 @@ pub enum Rule {
     /// A name with an embedded NUL, which the string table cannot hold.
     #[error("the name contains a NUL byte")]
     NameHasNul,
+    /// An empty kernel name.
+    #[error("the kernel name is empty")]
+    EmptyName,
     /// Two kernels with one name.
     #[error("duplicate kernel name (names must be unique within a section)")]
     DuplicateName,
@@ -178,14 +250,68 @@ pub enum Rule {
     /// A FullElf kernel whose control code loads no PDI.
     #[error("the control code has no PDI patch site, so nothing configures the array")]
     NoPdiSite,
+    /// A kernarg size that is not 16 bytes for each of 1 to 16 buffer arguments.
+    #[error(
+        "kernarg_size {0} is not 16 bytes for each of 1 to 16 buffer arguments (16, 32, ..., 256)"
+    )]
+    KernargSize(u32),
+    /// Entries that share one nested full ELF but give it different sizes.
+    #[error(
+        "the entries {names} share the nested ELF at offset {offset} but give it different sizes ({sizes})"
+    )]
+    SharedElfSizes {
+        offset: u32,
+        names: String,
+        sizes: String,
+    },
 }
 
 impl Rule {
-    /// The status ROCr returns when this rule is broken at load time.
-    pub fn status(&self) -> HsaStatus {
+    /// What ROCr does with a file that breaks this rule. Sources (the newest versions read, in
+    /// ROCm/rocm-systems and its fork StefanBS/rocm-systems, over elfutils' libelf) are named in
+    /// the crate documentation and next to each check.
+    pub fn rocr(&self) -> RocrVerdict {
+        let accepts = |because| RocrVerdict::Accepts { because };
         match self {
-            Rule::NoArchSection(_) => HsaStatus::IncompatibleArguments,
-            _ => HsaStatus::InvalidCodeObject,
+            Rule::NoArchSection(_) => RocrVerdict::Refuses(HsaStatus::IncompatibleArguments),
+            Rule::UnreadableShstrtab(_)
+            | Rule::UnreadableSectionName(_)
+            | Rule::NullSection(_)
+            | Rule::UnreadableRelocations(_) => RocrVerdict::Faults,
+            Rule::ShentSize(_) => accepts(
+                "libelf reads section headers 64 bytes apart whatever e_shentsize says, while \
+                 other ELF tools step by e_shentsize and would read different headers",
+            ),
+            Rule::UnterminatedSectionName(_) => accepts(
+                "ROCr then reads the name on into the bytes after the table, so which section \
+                 it picks depends on unrelated data",
+            ),
+            Rule::EmptyName => accepts(
+                "no kernel can be looked up by an empty name (hsa_executable_get_symbol_by_name)",
+            ),
+            Rule::KernargSize(_) => accepts(
+                "the kernarg block holds an address and a size (16 bytes) per buffer argument, \
+                 and triton-npu's dispatcher, like upstream's (TRITON_NPU_HSA_MAX_KERNARGS), \
+                 passes 1 to 16 buffers",
+            ),
+            Rule::FullElf(e) => match e.rocr_accepts() {
+                Some(because) => accepts(because),
+                None => RocrVerdict::Refuses(HsaStatus::InvalidCodeObject),
+            },
+            Rule::SharedElfSizes { .. } => RocrVerdict::Undetermined {
+                because: "ROCr parses a nested ELF once, with the size of whichever entry its \
+                          kernel hash map (an unordered_map) visits first",
+            },
+            _ => RocrVerdict::Refuses(HsaStatus::InvalidCodeObject),
+        }
+    }
+
+    /// The status ROCr returns when it refuses a file that breaks this rule; `None` when it
+    /// crashes on the file or does not refuse it.
+    pub fn status(&self) -> Option<HsaStatus> {
+        match self.rocr() {
+            RocrVerdict::Refuses(status) => Some(status),
+            _ => None,
         }
     }
 }
@@ -324,6 +450,38 @@ pub enum FullElfError {
     NameNotUtf8(String),
     #[error("malformed .note.xrt.configuration: {0}")]
     BadConfigurationNote(&'static str),
+    #[error(
+        "section {0} is truncated: its last entry runs past the end of the file (ROCr reads only its whole entries)"
+    )]
+    TruncatedTable(usize),
+    #[error(
+        "unsupported relocation symbol {0:?} (neither a PDI, an argument index nor a UTF-8 external variable name)"
+    )]
+    UnsupportedRelocationSymbol(String),
+}
+
+impl FullElfError {
+    /// Why this crate refuses a full ELF that ROCr's reader accepts, or `None` when ROCr refuses
+    /// it too.
+    pub fn rocr_accepts(&self) -> Option<&'static str> {
+        match self {
+            FullElfError::DuplicateKernel(_) => Some(
+                "ROCr silently keeps the first group of the name, so which control code runs is \
+                 not what the file's other group says",
+            ),
+            FullElfError::NameNotUtf8(_) => {
+                Some("the packer's kernel names are text; ROCr treats names as bytes")
+            }
+            FullElfError::BadConfigurationNote(_) => Some(
+                "ROCr does not read the note, but the packer takes the partition width from it \
+                 and a malformed note means the width is unknown",
+            ),
+            FullElfError::TruncatedTable(_) => {
+                Some("a table that runs past the end of the file means the file is truncated")
+            }
+            _ => None,
+        }
+    }
 }
 
 /// Why an xclbin (axlf container) cannot give a PDI and column count.
@@ -349,6 +507,19 @@ pub enum XclbinError {
     ZeroColumnWidth,
 }
 
+/// A refusal, saying why when ROCr itself would load the file.
+fn refusal(v: &Violation) -> String {
+    match v.rule.rocr() {
+        RocrVerdict::Accepts { because } => {
+            format!("{v} (refused here, ROCr accepts it, because {because})")
+        }
+        RocrVerdict::Undetermined { because } => {
+            format!("{v} (refused here, ROCr may accept it, because {because})")
+        }
+        _ => v.to_string(),
+    }
+}
+
 /// Why an existing file cannot receive an AIE section.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ContainerError {
@@ -360,13 +531,15 @@ pub enum ContainerError {
     ExtendedNumbering,
     #[error("the section-name table itself is named '{0}', so it cannot be replaced")]
     NameTableNamedLikeArch(Arch),
+    #[error("ROCr would not load the file with the new section: {0}")]
+    NotLoadable(Rule),
 }
 
 /// Everything that can go wrong in this crate.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Packing refused: the result would break a format or loader rule.
-    #[error("{0}")]
+    #[error("{}", refusal(.0))]
     Refused(Violation),
     /// A full ELF that cannot be read.
     #[error("full ELF: {0}")]

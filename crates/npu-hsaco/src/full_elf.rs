@@ -1,5 +1,9 @@
 //! Reader for AIE "full ELFs" (aiecc `--get-full-elf`, aie2p only), following the rules of
-//! ROCr's own reader so that a file this module accepts is one ROCr accepts.
+//! ROCr's own reader (`aie_elf::Parse` in `core/runtime/amd_aie_elf.cpp`, StefanBS/rocm-systems
+//! @ 04441d8e) so that a file this module accepts is one ROCr accepts, and the reverse: names are
+//! bytes, `.symtab`/`.dynsym`/`.rela.dyn` are the last sections of those names, a section belongs
+//! to the last group listing it, tables are read as whole entries, string tables only when a
+//! string is needed. What ROCr accepts but this crate refuses is kept in [`FullElf::stricter`].
 //!
 //! A full ELF is a little-endian ELF32 with `EI_OSABI` 0x45. Each COMDAT group is one kernel
 //! instance: the group's `sh_info` names the instance symbol in `.symtab`, whose `st_shndx` is
@@ -11,7 +15,7 @@
 //! variable* (for example `scratch-pad-ctrl`) that the runtime must define before loading.
 //! `.note.xrt.configuration` records the partition's column count.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use object::LittleEndian as LE;
 use object::elf::{
@@ -43,8 +47,8 @@ type FullResult<T> = std::result::Result<T, FullElfError>;
 pub struct Site {
     /// Byte offset in the control code.
     pub offset: u32,
-    /// The value added to the patched address.
-    pub addend: i64,
+    /// The value added to the patched address (ROCr reads it as an unsigned 32-bit number).
+    pub addend: u32,
 }
 
 /// A PDI the control code loads, with every site that receives its address.
@@ -75,12 +79,13 @@ pub struct ExternalVariable {
 /// One dispatchable kernel instance of a full ELF.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ElfKernel {
-    /// `<demangled kernel>:<instance>`: the HSA symbol name ROCr looks up.
-    pub name: String,
+    /// `<demangled kernel>:<instance>`: the HSA symbol name ROCr looks up. Bytes, as ROCr
+    /// compares them: nothing makes a symbol name UTF-8.
+    pub name: Vec<u8>,
     /// The kernel symbol as stored (e.g. `_Z4mainPcPcPc`).
-    pub kernel_symbol: String,
+    pub kernel_symbol: Vec<u8>,
     /// The instance symbol (e.g. `sequence`).
-    pub instance: String,
+    pub instance: Vec<u8>,
     /// Section index of the control code.
     pub ctrl_section: usize,
     /// Control code size in bytes.
@@ -97,6 +102,13 @@ pub struct ElfKernel {
     pub external_variables: Vec<ExternalVariable>,
 }
 
+impl ElfKernel {
+    /// The name with invalid UTF-8 replaced, for messages.
+    pub fn name_lossy(&self) -> String {
+        String::from_utf8_lossy(&self.name).into_owned()
+    }
+}
+
 /// A parsed full ELF.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FullElf {
@@ -106,6 +118,10 @@ pub struct FullElf {
     pub num_cols: Option<u32>,
     /// `EI_ABIVERSION`, which selects the relocation encoding.
     pub abi_version: u8,
+    /// The first property of the file that ROCr's reader accepts but this crate refuses (see
+    /// [`FullElfError::rocr_accepts`]): a malformed `.note.xrt.configuration`, two groups of
+    /// one name, a table whose last entry runs past the end of the file.
+    pub stricter: Option<FullElfError>,
 }
 
 fn pod_at<T: Pod>(bytes: &[u8], offset: u64) -> Option<&T> {
@@ -118,48 +134,101 @@ fn range(bytes: &[u8], offset: u64, size: u64) -> Option<&[u8]> {
     bytes.get(usize::try_from(offset).ok()?..usize::try_from(end).ok()?)
 }
 
-fn cstr_at(table: &[u8], offset: u32) -> Option<&[u8]> {
-    let tail = table.get(offset as usize..)?;
-    let nul = tail.iter().position(|&b| b == 0)?;
-    Some(&tail[..nul])
-}
-
-fn utf8(bytes: &[u8]) -> FullResult<String> {
-    String::from_utf8(bytes.to_vec())
-        .map_err(|_| FullElfError::NameNotUtf8(String::from_utf8_lossy(bytes).into_owned()))
-}
-
-/// Turns `_Z<len><name>...` into `<name>`; anything else (including non-ASCII digits, a zero
-/// or too long length) is returned unchanged, as ROCr does.
+/// Turns `_Z<len><name>...` into `<name>` exactly as ROCr's `KernelNameFromSymbol` does: the
+/// length is accumulated from ASCII digits in a wrapping 64-bit `size_t`, a zero length or one
+/// whose end (also wrapping) lies past the symbol returns the symbol unchanged, and otherwise
+/// at most the rest of the symbol is taken (`std::string::substr` clamps). So a length that
+/// wraps can still name a prefix: `_Z18446744073709551620main` gives `main`.
 pub fn demangle_kernel_name(symbol: &[u8]) -> &[u8] {
     let Some(rest) = symbol.strip_prefix(b"_Z") else {
         return symbol;
     };
     let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
-    if digits == 0 {
+    let len = rest[..digits].iter().fold(0u64, |len, &d| {
+        len.wrapping_mul(10).wrapping_add(u64::from(d - b'0'))
+    });
+    let start = 2 + digits as u64;
+    let size = symbol.len() as u64;
+    if len == 0 || start.wrapping_add(len) > size {
         return symbol;
     }
-    let mut len: usize = 0;
-    for &d in &rest[..digits] {
-        match len
-            .checked_mul(10)
-            .and_then(|l| l.checked_add(usize::from(d - b'0')))
-        {
-            Some(l) => len = l,
-            None => return symbol,
-        }
-    }
-    let name = &rest[digits..];
-    if len == 0 || len > name.len() {
-        return symbol;
-    }
-    &name[..len]
+    let take = len.min(size - start);
+    &symbol[start as usize..(start + take) as usize]
 }
 
-/// The symbol table `.symtab` or `.dynsym` with its string table.
+/// The section headers and names, with ROCr's lookups.
+struct Reader<'a> {
+    bytes: &'a [u8],
+    shdrs: Vec<&'a SectionHeader32<LE>>,
+    /// Each section's name when it is terminated inside the section-name table (`StringAt`).
+    names: Vec<Option<&'a [u8]>>,
+    /// The first table found truncated (its last entry past the end of the file).
+    truncated: Option<usize>,
+}
+
+impl<'a> Reader<'a> {
+    /// The whole section, when it lies in the file.
+    fn data(&self, index: usize) -> Option<&'a [u8]> {
+        let s = self.shdrs.get(index)?;
+        range(
+            self.bytes,
+            u64::from(s.sh_offset.get(LE)),
+            u64::from(s.sh_size.get(LE)),
+        )
+    }
+
+    /// The section's whole `entry_size`-byte entries, as ROCr reads a table (`Image::As` over
+    /// `sh_size / entry_size` entries): `None` when they do not lie in the file. A partial last
+    /// entry is ignored, as ROCr ignores it; when it runs past the end of the file the table is
+    /// noted as truncated.
+    fn entries(&mut self, index: usize, entry_size: u32) -> Option<&'a [u8]> {
+        let s = self.shdrs[index];
+        let size = s.sh_size.get(LE);
+        let whole = range(
+            self.bytes,
+            u64::from(s.sh_offset.get(LE)),
+            u64::from(size / entry_size * entry_size),
+        )?;
+        if self.data(index).is_none() {
+            self.truncated.get_or_insert(index);
+        }
+        Some(whole)
+    }
+
+    /// The last section named `name`, as ROCr's scan (which overwrites earlier matches) finds.
+    fn find_last(&self, name: &str) -> Option<usize> {
+        self.names.iter().rposition(|n| *n == Some(name.as_bytes()))
+    }
+
+    fn sh_type(&self, index: usize) -> u32 {
+        self.shdrs[index].sh_type.get(LE).0
+    }
+
+    /// The string table a symbol table names through `sh_link` (non-zero, a section index).
+    fn linked(&self, table: usize) -> Option<&'a SectionHeader32<LE>> {
+        let link = self.shdrs[table].sh_link.get(LE);
+        (link != 0)
+            .then(|| self.shdrs.get(link as usize).copied())
+            .flatten()
+    }
+}
+
+/// ROCr's `StringAt`: the NUL-terminated string at `offset` in `table`, which must lie in the
+/// file and hold the terminator.
+fn string_at<'a>(bytes: &'a [u8], table: &SectionHeader32<LE>, offset: u32) -> Option<&'a [u8]> {
+    let size = table.sh_size.get(LE);
+    if offset >= size {
+        return None;
+    }
+    let data = range(bytes, u64::from(table.sh_offset.get(LE)), u64::from(size))?;
+    let tail = &data[offset as usize..];
+    tail.iter().position(|&b| b == 0).map(|nul| &tail[..nul])
+}
+
+/// A symbol table with the string table its `sh_link` names.
 struct SymbolTable<'a> {
     entries: &'a [u8],
-    strings: &'a [u8],
+    strings: &'a SectionHeader32<LE>,
 }
 
 impl<'a> SymbolTable<'a> {
@@ -171,59 +240,43 @@ impl<'a> SymbolTable<'a> {
         pod_at(self.entries, u64::from(index) * 16)
     }
 
-    fn name(&self, sym: &Sym32<LE>) -> Option<&'a [u8]> {
-        cstr_at(self.strings, sym.st_name.get(LE))
+    fn name(&self, bytes: &'a [u8], sym: &Sym32<LE>) -> Option<&'a [u8]> {
+        string_at(bytes, self.strings, sym.st_name.get(LE))
     }
 }
 
-struct Reader<'a> {
-    bytes: &'a [u8],
-    shdrs: Vec<&'a SectionHeader32<LE>>,
-    names: Vec<&'a [u8]>,
-}
-
-impl<'a> Reader<'a> {
-    fn data(&self, index: usize) -> Option<&'a [u8]> {
-        let s = self.shdrs.get(index)?;
-        range(
-            self.bytes,
-            u64::from(s.sh_offset.get(LE)),
-            u64::from(s.sh_size.get(LE)),
-        )
-    }
-
-    fn find(&self, name: &str) -> Option<usize> {
-        self.names.iter().position(|n| *n == name.as_bytes())
-    }
-
-    fn sh_type(&self, index: usize) -> u32 {
-        self.shdrs[index].sh_type.get(LE).0
-    }
-}
-
+/// A COMDAT group: one kernel instance.
 struct Group {
-    name: String,
-    kernel_symbol: String,
-    instance: String,
-    ctrl: Option<usize>,
+    name: Vec<u8>,
+    kernel_symbol: Vec<u8>,
+    instance: Vec<u8>,
+    /// Section index of the last `.ctrltext*` member; 0 for none (as ROCr stores it).
+    ctrl: u32,
 }
 
 enum Target {
-    Pdi(String),
+    /// The PDI section (its index) and the relocation symbol naming it.
+    Pdi(usize, String),
     Argument(u32),
     External(String, u32),
 }
 
 struct Relocation {
-    ctrl: usize,
+    /// Section index of the group whose control code it patches.
+    group: usize,
     offset: u32,
     scheme: u32,
-    addend: i64,
+    addend: u32,
     target: Target,
 }
 
 impl FullElf {
-    /// Parses `bytes` with ROCr's full-ELF rules; the error is the first one broken.
+    /// Parses `bytes` with the rules of ROCr's full-ELF reader (`aie_elf::Parse` in
+    /// `core/runtime/amd_aie_elf.cpp`, StefanBS/rocm-systems @ 04441d8e); the error is the first
+    /// rule it breaks. Properties ROCr accepts but this crate refuses are kept in
+    /// [`FullElf::stricter`]. One extension: a relocation against a symbol that is neither a
+    /// PDI nor an argument index is an external variable (ROCr's pending "external variables"
+    /// change) rather than an error.
     pub fn parse(bytes: &[u8]) -> FullResult<FullElf> {
         let header: &FileHeader32<LE> = pod_at(bytes, 0).ok_or(FullElfError::NotElf32Le)?;
         let ident = &header.e_ident;
@@ -233,39 +286,53 @@ impl FullElf {
         if ident.os_abi.0 != OSABI_AIE2P {
             return Err(FullElfError::WrongOsAbi(ident.os_abi.0));
         }
-        let reader = read_sections(bytes, header)?;
-        let symtab = symbol_table(&reader)?;
-        let groups = read_groups(&reader, &symtab)?;
-        let relocations = read_relocations(&reader, &groups, ident.abi_version)?;
-        let num_cols = configuration_columns(&reader)?;
+        let mut reader = read_sections(bytes, header)?;
+        let symtab = symbol_table(&mut reader)?;
+        let (groups, group_of) = read_groups(&mut reader, &symtab)?;
+        let relocations = read_relocations(&mut reader, &groups, &group_of, ident.abi_version)?;
 
+        let mut stricter = None;
         let mut kernels: Vec<ElfKernel> = Vec::new();
-        for group in groups {
-            let Some(ctrl) = group.ctrl else { continue };
-            kernels.push(build_kernel(&reader, group, ctrl, &relocations)?);
+        for (&index, group) in &groups {
+            if group.ctrl == 0 {
+                continue; // nothing to dispatch
+            }
+            let kernel = build_kernel(&reader, index, group, &relocations)?;
+            if kernels.iter().any(|k| k.name == kernel.name) {
+                // ROCr keeps the first group of a name (`std::map::emplace`).
+                stricter.get_or_insert(FullElfError::DuplicateKernel(kernel.name_lossy()));
+                continue;
+            }
+            kernels.push(kernel);
         }
         if kernels.is_empty() {
             return Err(FullElfError::NoDispatchableKernels);
         }
         kernels.sort_by(|a, b| a.name.cmp(&b.name));
-        if let Some(w) = kernels.windows(2).find(|w| w[0].name == w[1].name) {
-            return Err(FullElfError::DuplicateKernel(w[0].name.clone()));
+        if let Some(index) = reader.truncated {
+            stricter.get_or_insert(FullElfError::TruncatedTable(index));
         }
+        // ROCr does not read the note; the packer takes the partition width from it.
+        let num_cols = configuration_columns(&reader).unwrap_or_else(|e| {
+            stricter.get_or_insert(e);
+            None
+        });
         Ok(FullElf {
             kernels,
             num_cols,
             abi_version: ident.abi_version,
+            stricter,
         })
     }
 
     /// The kernel named `name`.
-    pub fn kernel(&self, name: &str) -> Option<&ElfKernel> {
+    pub fn kernel(&self, name: &[u8]) -> Option<&ElfKernel> {
         self.kernels.iter().find(|k| k.name == name)
     }
 
-    /// All kernel names, sorted.
-    pub fn kernel_names(&self) -> Vec<&str> {
-        self.kernels.iter().map(|k| k.name.as_str()).collect()
+    /// All kernel names, sorted, with invalid UTF-8 replaced (for messages).
+    pub fn kernel_names(&self) -> Vec<String> {
+        self.kernels.iter().map(ElfKernel::name_lossy).collect()
     }
 }
 
@@ -291,49 +358,44 @@ fn read_sections<'a>(bytes: &'a [u8], header: &'a FileHeader32<LE>) -> FullResul
     let shdrs: Vec<&SectionHeader32<LE>> = (0..u64::from(count))
         .map(|i| pod_at(table, i * 40).expect("table bounds checked"))
         .collect();
-    let strtab = shdrs[usize::from(shstrndx)];
-    let names_table = range(
-        bytes,
-        u64::from(strtab.sh_offset.get(LE)),
-        u64::from(strtab.sh_size.get(LE)),
-    )
-    .ok_or(bad("the section-name table lies outside the file"))?;
+    let names_table = shdrs[usize::from(shstrndx)];
     let names = shdrs
         .iter()
-        .map(|s| cstr_at(names_table, s.sh_name.get(LE)).unwrap_or(b""))
+        .map(|s| string_at(bytes, names_table, s.sh_name.get(LE)))
         .collect();
     Ok(Reader {
         bytes,
         shdrs,
         names,
+        truncated: None,
     })
 }
 
-fn linked_symbols<'a>(reader: &Reader<'a>, index: usize) -> Option<(u32, &'a [u8])> {
-    let link = reader.shdrs[index].sh_link.get(LE);
-    (link != 0 && (link as usize) < reader.shdrs.len())
-        .then_some(link)
-        .map(|l| (l, reader.data(l as usize).unwrap_or(b"")))
-}
-
-fn symbol_table<'a>(reader: &Reader<'a>) -> FullResult<SymbolTable<'a>> {
+fn symbol_table<'a>(reader: &mut Reader<'a>) -> FullResult<SymbolTable<'a>> {
+    let missing = FullElfError::MissingSymtab;
     let index = reader
-        .find(".symtab")
-        .ok_or(FullElfError::MissingSymtab("no .symtab section"))?;
-    let (link, _) = linked_symbols(reader, index)
-        .ok_or(FullElfError::MissingSymtab("its sh_link names no section"))?;
-    if reader.shdrs[index].sh_entsize.get(LE) != 16 {
-        return Err(FullElfError::MissingSymtab("sh_entsize is not 16"));
-    }
-    let entries = reader.data(index).ok_or(FullElfError::MalformedSymtab)?;
+        .find_last(".symtab")
+        .ok_or(missing("no .symtab section"))?;
     let strings = reader
-        .data(link as usize)
+        .linked(index)
+        .ok_or(missing("its sh_link names no section"))?;
+    if reader.shdrs[index].sh_entsize.get(LE) != 16 {
+        return Err(missing("sh_entsize is not 16"));
+    }
+    let entries = reader
+        .entries(index, 16)
         .ok_or(FullElfError::MalformedSymtab)?;
     Ok(SymbolTable { entries, strings })
 }
 
-fn read_groups(reader: &Reader<'_>, symtab: &SymbolTable<'_>) -> FullResult<Vec<Group>> {
-    let mut groups = Vec::new();
+type Groups = (BTreeMap<usize, Group>, HashMap<u32, usize>);
+
+/// Every COMDAT group by section index, and the group each member section belongs to (the
+/// last group listing it, as ROCr's `sec2grp` map is overwritten).
+fn read_groups(reader: &mut Reader<'_>, symtab: &SymbolTable<'_>) -> FullResult<Groups> {
+    let bytes = reader.bytes;
+    let mut groups = BTreeMap::new();
+    let mut group_of = HashMap::new();
     for section in 0..reader.shdrs.len() {
         if reader.sh_type(section) != SHT_GROUP.0 {
             continue;
@@ -344,66 +406,82 @@ fn read_groups(reader: &Reader<'_>, symtab: &SymbolTable<'_>) -> FullResult<Vec<
             return Err(signature);
         }
         let instance_sym = symtab.get(info).ok_or(signature.clone())?;
-        let instance = symtab.name(instance_sym).ok_or(signature.clone())?;
+        let instance = symtab.name(bytes, instance_sym).ok_or(signature.clone())?;
         let kernel_index = u32::from(instance_sym.st_shndx.get(LE).0);
         if kernel_index >= symtab.count() {
             return Err(signature);
         }
-        let kernel_sym = symtab
-            .get(kernel_index)
-            .ok_or(FullElfError::BadKernelSymbol { section })?;
         let kernel_symbol = symtab
-            .name(kernel_sym)
+            .get(kernel_index)
+            .and_then(|sym| symtab.name(bytes, sym))
             .ok_or(FullElfError::BadKernelSymbol { section })?;
         let words = reader
-            .data(section)
-            .filter(|d| d.len() >= 4)
+            .entries(section, 4)
+            .filter(|d| !d.is_empty())
             .ok_or(FullElfError::MalformedGroup { section })?;
         let word =
             |i: usize| u32::from_le_bytes(words[i * 4..i * 4 + 4].try_into().expect("4 bytes"));
         if word(0) & GRP_COMDAT.0 == 0 {
             return Err(FullElfError::NotComdat { section });
         }
-        let mut ctrl = None;
+        let mut ctrl = 0;
         for i in 1..words.len() / 4 {
             let member = word(i);
             if member as usize >= reader.shdrs.len() {
                 return Err(FullElfError::GroupMemberOutOfRange { section, member });
             }
-            if reader.names[member as usize].starts_with(b".ctrltext") {
+            group_of.insert(member, section);
+            if reader.names[member as usize].is_some_and(|n| n.starts_with(b".ctrltext")) {
                 if reader.sh_type(member as usize) != SHT_PROGBITS.0 {
                     return Err(FullElfError::ControlCodeNotProgbits {
                         section: member as usize,
                     });
                 }
-                ctrl = Some(member as usize);
+                ctrl = member;
             }
         }
-        let kernel_symbol = utf8(kernel_symbol)?;
-        let instance = utf8(instance)?;
-        let demangled = utf8(demangle_kernel_name(kernel_symbol.as_bytes()))?;
-        groups.push(Group {
-            name: format!("{demangled}:{instance}"),
-            kernel_symbol,
-            instance,
-            ctrl,
-        });
+        let mut name = demangle_kernel_name(kernel_symbol).to_vec();
+        name.push(b':');
+        name.extend_from_slice(instance);
+        groups.insert(
+            section,
+            Group {
+                name,
+                kernel_symbol: kernel_symbol.to_vec(),
+                instance: instance.to_vec(),
+                ctrl,
+            },
+        );
     }
     if groups.is_empty() {
         return Err(FullElfError::NoGroups);
     }
-    Ok(groups)
+    Ok((groups, group_of))
+}
+
+/// ROCr's `ParseArgIndex`: decimal ASCII digits without overflow.
+fn argument_index(name: &[u8]) -> Option<u32> {
+    if name.is_empty() {
+        return None;
+    }
+    name.iter().try_fold(0u32, |value, &b| {
+        b.is_ascii_digit()
+            .then(|| value.checked_mul(10)?.checked_add(u32::from(b - b'0')))
+            .flatten()
+    })
 }
 
 fn read_relocations(
-    reader: &Reader<'_>,
-    groups: &[Group],
+    reader: &mut Reader<'_>,
+    groups: &BTreeMap<usize, Group>,
+    group_of: &HashMap<u32, usize>,
     abi_version: u8,
 ) -> FullResult<Vec<Relocation>> {
-    let (Some(rela), Some(dynsym)) = (reader.find(".rela.dyn"), reader.find(".dynsym")) else {
+    let (Some(rela), Some(dynsym)) = (reader.find_last(".rela.dyn"), reader.find_last(".dynsym"))
+    else {
         return Ok(Vec::new());
     };
-    let Some((dynstr, _)) = linked_symbols(reader, dynsym) else {
+    let Some(dynstr) = reader.linked(dynsym) else {
         return Ok(Vec::new());
     };
     let bad = FullElfError::MalformedRelaDyn;
@@ -414,17 +492,14 @@ fn read_relocations(
         return Err(bad(".dynsym sh_entsize is not 16"));
     }
     let entries = reader
-        .data(rela)
+        .entries(rela, 12)
         .ok_or(bad(".rela.dyn lies outside the file"))?;
     let symbols = SymbolTable {
         entries: reader
-            .data(dynsym)
+            .entries(dynsym, 16)
             .ok_or(bad(".dynsym lies outside the file"))?,
-        strings: reader
-            .data(dynstr as usize)
-            .ok_or(bad("the .dynsym string table lies outside the file"))?,
+        strings: dynstr,
     };
-    let ctrl_sections: Vec<usize> = groups.iter().filter_map(|g| g.ctrl).collect();
     let mut out = Vec::new();
     for i in 0..entries.len() / 12 {
         let r: &Rela32<LE> = pod_at(entries, i as u64 * 12).expect("in bounds");
@@ -434,43 +509,55 @@ fn read_relocations(
         }
         let sym = symbols.get(sym_index).expect("index checked");
         let name = symbols
-            .name(sym)
+            .name(reader.bytes, sym)
             .ok_or(FullElfError::BadRelocationSymbolName(sym_index))?;
-        let target_section = usize::from(sym.st_shndx.get(LE).0);
-        if !ctrl_sections.contains(&target_section) {
+        // Only relocations against the control code of the group that lists the section last
+        // count (ROCr's `sec2grp`); a section that is the control code of an earlier group too
+        // patches nothing there.
+        let target_section = u32::from(sym.st_shndx.get(LE).0);
+        let Some(&group) = group_of.get(&target_section) else {
+            continue;
+        };
+        if target_section != groups[&group].ctrl {
             continue;
         }
-        let raw_addend = r.r_addend.get(LE);
+        let raw_addend = r.r_addend.get(LE) as u32;
         let (scheme, addend) = if abi_version == 1 {
-            (
-                (raw_addend as u32) & 0xF,
-                i64::from((raw_addend as u32) >> 4),
-            )
+            (raw_addend & 0xF, raw_addend >> 4)
         } else {
-            (r.r_info.get(LE) & 0xFF, i64::from(raw_addend))
+            (r.r_info.get(LE) & 0xFF, raw_addend)
         };
         let symbol = String::from_utf8_lossy(name).into_owned();
         let target = if name.starts_with(b".pdi") {
             if scheme != SCHEME_ADDRESS64 {
                 return Err(FullElfError::PdiScheme { symbol, scheme });
             }
-            Target::Pdi(symbol)
-        } else if !name.is_empty() && name.iter().all(u8::is_ascii_digit) {
+            match find_pdi_section(reader, name)? {
+                0 => return Err(FullElfError::PdiSectionNotFound(symbol)),
+                section => Target::Pdi(section, symbol),
+            }
+        } else if let Some(index) = argument_index(name) {
             if scheme != SCHEME_SHIM_DMA48 {
                 return Err(FullElfError::ArgumentScheme { symbol, scheme });
             }
-            match symbol.parse::<u32>() {
-                Ok(index) if index <= MAX_ARGUMENT_INDEX => Target::Argument(index),
-                _ => return Err(FullElfError::ArgumentIndexOutOfRange(symbol)),
+            if index > MAX_ARGUMENT_INDEX {
+                return Err(FullElfError::ArgumentIndexOutOfRange(symbol));
             }
+            Target::Argument(index)
+        } else if name.iter().all(u8::is_ascii_digit) && !name.is_empty() {
+            // Digits that overflow: ROCr refuses them as an unsupported symbol.
+            return Err(FullElfError::ArgumentIndexOutOfRange(symbol));
         } else {
+            let Some(variable) = std::str::from_utf8(name).ok().filter(|n| !n.is_empty()) else {
+                return Err(FullElfError::UnsupportedRelocationSymbol(symbol));
+            };
             if scheme != SCHEME_ADDRESS64 {
                 return Err(FullElfError::ExternalScheme { symbol, scheme });
             }
-            Target::External(symbol, sym.st_size.get(LE))
+            Target::External(variable.to_owned(), sym.st_size.get(LE))
         };
         out.push(Relocation {
-            ctrl: target_section,
+            group,
             offset: r.r_offset.get(LE),
             scheme,
             addend,
@@ -480,118 +567,128 @@ fn read_relocations(
     Ok(out)
 }
 
-/// The bytes of the PDI section(s) named `name`; several must be identical.
-fn pdi_bytes<'a>(reader: &Reader<'a>, name: &str) -> FullResult<&'a [u8]> {
-    let mut found: Option<&[u8]> = None;
-    for (index, section_name) in reader.names.iter().enumerate() {
-        if *section_name != name.as_bytes() {
+/// The first section (from index 1) named `name`, 0 when there is none; every other section of
+/// that name must hold the same bytes (ROCr's `find_pdi_section`).
+fn find_pdi_section(reader: &Reader<'_>, name: &[u8]) -> FullResult<usize> {
+    let mut found = 0;
+    for index in 1..reader.shdrs.len() {
+        if reader.names[index] != Some(name) {
             continue;
         }
-        let data = reader
-            .data(index)
-            .ok_or(FullElfError::SectionPastEnd(index))?;
-        match found {
-            Some(previous) if previous != data => {
-                return Err(FullElfError::AmbiguousPdi(name.to_string()));
+        if found == 0 {
+            found = index;
+            continue;
+        }
+        match (reader.data(found), reader.data(index)) {
+            (Some(a), Some(b)) if a == b => {}
+            _ => {
+                return Err(FullElfError::AmbiguousPdi(
+                    String::from_utf8_lossy(name).into_owned(),
+                ));
             }
-            _ => found = Some(data),
         }
     }
-    found.ok_or_else(|| FullElfError::PdiSectionNotFound(name.to_string()))
+    Ok(found)
 }
 
 fn build_kernel(
     reader: &Reader<'_>,
-    group: Group,
-    ctrl: usize,
+    index: usize,
+    group: &Group,
     relocations: &[Relocation],
 ) -> FullResult<ElfKernel> {
+    let ctrl = group.ctrl as usize;
+    let name = || String::from_utf8_lossy(&group.name).into_owned();
     let code = reader
         .data(ctrl)
         .ok_or(FullElfError::SectionPastEnd(ctrl))?;
     if code.is_empty() {
-        return Err(FullElfError::EmptyControlCode(group.name));
+        return Err(FullElfError::EmptyControlCode(name()));
     }
     let size = code.len() as u64;
     let fits =
         |offset: u32, need: u64| offset.is_multiple_of(4) && u64::from(offset) + need <= size;
+    let mine = || relocations.iter().filter(|r| r.group == index);
     let mut pdis: Vec<PdiUse> = Vec::new();
     let mut pdi_contents: Vec<&[u8]> = Vec::new();
-    let mut arg_sites: Vec<Vec<Site>> = Vec::new();
-    let mut externals: Vec<ExternalVariable> = Vec::new();
-    let mut by_name: HashMap<&str, usize> = HashMap::new();
-    for r in relocations.iter().filter(|r| r.ctrl == ctrl) {
-        match &r.target {
-            Target::Pdi(symbol) => {
-                if !fits(r.offset, 8) {
-                    return Err(FullElfError::PdiSiteOutOfBounds {
-                        kernel: group.name,
-                        offset: r.offset,
-                        size,
-                    });
-                }
-                if r.offset == 0 {
-                    return Err(FullElfError::PdiSiteAtZero(group.name));
-                }
-                let bytes = pdi_bytes(reader, symbol)?;
-                match pdi_contents.iter().position(|c| *c == bytes) {
-                    Some(i) => pdis[i].sites.push(r.offset),
-                    None => {
-                        pdi_contents.push(bytes);
-                        pdis.push(PdiUse {
-                            section: symbol.clone(),
-                            size: bytes.len() as u64,
-                            sites: vec![r.offset],
-                        });
-                    }
-                }
-            }
-            Target::Argument(index) => {
-                if !fits(r.offset, 12) {
-                    return Err(FullElfError::ArgumentSiteOutOfBounds {
-                        kernel: group.name,
-                        offset: r.offset,
-                        size,
-                    });
-                }
-                let index = *index as usize;
-                if arg_sites.len() <= index {
-                    arg_sites.resize(index + 1, Vec::new());
-                }
-                arg_sites[index].push(Site {
-                    offset: r.offset,
-                    addend: r.addend,
+    for r in mine() {
+        let Target::Pdi(section, symbol) = &r.target else {
+            continue;
+        };
+        if !fits(r.offset, 8) {
+            return Err(FullElfError::PdiSiteOutOfBounds {
+                kernel: name(),
+                offset: r.offset,
+                size,
+            });
+        }
+        if r.offset == 0 {
+            return Err(FullElfError::PdiSiteAtZero(name()));
+        }
+        let bytes = reader
+            .data(*section)
+            .ok_or(FullElfError::SectionPastEnd(*section))?;
+        match pdi_contents.iter().position(|c| *c == bytes) {
+            Some(i) => pdis[i].sites.push(r.offset),
+            None => {
+                pdi_contents.push(bytes);
+                pdis.push(PdiUse {
+                    section: symbol.clone(),
+                    size: bytes.len() as u64,
+                    sites: vec![r.offset],
                 });
-            }
-            Target::External(symbol, symbol_size) => {
-                if !fits(r.offset, 8) {
-                    return Err(FullElfError::ExternalSiteOutOfBounds {
-                        kernel: group.name,
-                        symbol: symbol.clone(),
-                        offset: r.offset,
-                        size,
-                    });
-                }
-                match by_name.get(symbol.as_str()) {
-                    Some(&i) => externals[i].sites.push(r.offset),
-                    None => {
-                        by_name.insert(symbol, externals.len());
-                        externals.push(ExternalVariable {
-                            name: symbol.clone(),
-                            size: *symbol_size,
-                            scheme: r.scheme,
-                            sites: vec![r.offset],
-                        });
-                    }
-                }
             }
         }
     }
-    let args = arg_sites.len() as u32;
+    // Argument sites are checked by argument index, as ROCr's ordered map visits them.
+    let mut by_argument: BTreeMap<u32, Vec<Site>> = BTreeMap::new();
+    for r in mine() {
+        if let Target::Argument(arg) = r.target {
+            by_argument.entry(arg).or_default().push(Site {
+                offset: r.offset,
+                addend: r.addend,
+            });
+        }
+    }
+    let args = by_argument.keys().next_back().map_or(0, |&max| max + 1);
+    let mut arg_sites: Vec<Vec<Site>> = vec![Vec::new(); args as usize];
+    for (arg, sites) in by_argument {
+        if let Some(bad) = sites.iter().find(|s| !fits(s.offset, 12)) {
+            return Err(FullElfError::ArgumentSiteOutOfBounds {
+                kernel: name(),
+                offset: bad.offset,
+                size,
+            });
+        }
+        arg_sites[arg as usize] = sites;
+    }
+    let mut externals: Vec<ExternalVariable> = Vec::new();
+    for r in mine() {
+        let Target::External(symbol, symbol_size) = &r.target else {
+            continue;
+        };
+        if !fits(r.offset, 8) {
+            return Err(FullElfError::ExternalSiteOutOfBounds {
+                kernel: name(),
+                symbol: symbol.clone(),
+                offset: r.offset,
+                size,
+            });
+        }
+        match externals.iter_mut().find(|v| v.name == *symbol) {
+            Some(v) => v.sites.push(r.offset),
+            None => externals.push(ExternalVariable {
+                name: symbol.clone(),
+                size: *symbol_size,
+                scheme: r.scheme,
+                sites: vec![r.offset],
+            }),
+        }
+    }
     Ok(ElfKernel {
-        name: group.name,
-        kernel_symbol: group.kernel_symbol,
-        instance: group.instance,
+        name: group.name.clone(),
+        kernel_symbol: group.kernel_symbol.clone(),
+        instance: group.instance.clone(),
         ctrl_section: ctrl,
         ctrl_code_size: size,
         args,
@@ -605,7 +702,8 @@ fn build_kernel(
 /// The column count in `.note.xrt.configuration` (owner `XRT`, type 6, one u32), if present.
 fn configuration_columns(reader: &Reader<'_>) -> FullResult<Option<u32>> {
     let bad = FullElfError::BadConfigurationNote;
-    let Some(index) = reader.find(CONFIGURATION_NOTE) else {
+    let wanted = Some(CONFIGURATION_NOTE.as_bytes());
+    let Some(index) = reader.names.iter().position(|n| *n == wanted) else {
         return Ok(None);
     };
     let data = reader.data(index).ok_or(bad("it lies outside the file"))?;
@@ -635,6 +733,8 @@ fn configuration_columns(reader: &Reader<'_>) -> FullResult<Option<u32>> {
 pub struct FullElfKernel<'a> {
     /// The whole ELF (embedded unchanged, shared by every kernel of the file).
     pub elf: &'a [u8],
+    /// The kernel name (UTF-8: [`kernels_from_full_elf`] refuses others).
+    pub name: String,
     /// What the ELF says about this kernel (name, derived kernarg size, PDIs, arguments,
     /// external variables).
     pub info: ElfKernel,
@@ -645,7 +745,7 @@ pub struct FullElfKernel<'a> {
 impl<'a> FullElfKernel<'a> {
     /// The kernel name.
     pub fn name(&self) -> &str {
-        &self.info.name
+        &self.name
     }
 
     /// The kernarg size derived from the ELF (16 × argument count).
@@ -688,41 +788,46 @@ impl<'a> FullElfKernel<'a> {
         if cols == 0 {
             return Err(refuse(Rule::ZeroColumns));
         }
-        Ok(Kernel::full_elf(
-            self.info.name.clone(),
-            self.elf,
-            kernarg,
-            cols,
-        ))
+        Ok(Kernel::full_elf(self.name.clone(), self.elf, kernarg, cols))
     }
 }
 
 /// Parses `elf` and returns its kernels sorted by name, or only those in `names` (in the order
 /// given) when a filter is passed; a name the ELF does not define is an error listing the ones
-/// it does.
+/// it does. Besides ROCr's rules this refuses what [`FullElf::stricter`] records and kernel
+/// names that are not UTF-8 (packed names are text).
 pub fn kernels_from_full_elf<'a>(
     elf: &'a [u8],
     names: Option<&[&str]>,
 ) -> Result<Vec<FullElfKernel<'a>>> {
     let parsed = FullElf::parse(elf)?;
-    let make = |info: &ElfKernel| FullElfKernel {
-        elf,
-        info: info.clone(),
-        num_cols: parsed.num_cols,
+    if let Some(e) = parsed.stricter.clone() {
+        return Err(e.into());
+    }
+    let make = |info: &ElfKernel| -> Result<FullElfKernel<'a>> {
+        let name = String::from_utf8(info.name.clone())
+            .map_err(|_| FullElfError::NameNotUtf8(info.name_lossy()))?;
+        Ok(FullElfKernel {
+            elf,
+            name,
+            info: info.clone(),
+            num_cols: parsed.num_cols,
+        })
     };
     match names {
-        None => Ok(parsed.kernels.iter().map(make).collect()),
+        None => parsed.kernels.iter().map(make).collect(),
         Some(names) => names
             .iter()
             .map(|name| {
-                parsed.kernel(name).map(make).ok_or_else(|| {
+                let found = parsed.kernel(name.as_bytes()).ok_or_else(|| {
                     Error::Refused(
                         Violation::new(Rule::NotInFullElf {
                             available: parsed.kernel_names().join(", "),
                         })
                         .kernel(*name),
                     )
-                })
+                })?;
+                make(found)
             })
             .collect(),
     }

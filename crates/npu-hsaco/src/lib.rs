@@ -19,13 +19,34 @@
 //! * [`inspect`] parses an hsaco into a typed description, [`check()`] applies ROCr's loader rules
 //!   for an agent (architecture and column count) and names the first rule broken, and
 //!   [`dump()`] prints exactly what the reference dumper prints;
+//! * [`elf_image`] is ROCr's view of the ELF64 container: what its ELF image reader (over
+//!   elfutils' libelf) refuses or crashes on, and which sections it can see;
 //! * [`spec`] is the reference packer's `--kernel` grammar and [`pack`] packs from memory
 //!   ([`pack::pack`]) or from files ([`pack::pack_file`], atomic: a refused run writes nothing).
 //!
-//! Packing refuses at pack time everything ROCr would refuse at load time (no PDI for a
-//! PdiInsts kernel, an instruction stream that is not whole 32-bit words, zero columns,
-//! duplicate or empty-blob kernels, a FullElf kernel ROCr's ELF reader rejects, offsets beyond
-//! 32 bits, …); [`section::Validation::Format`] relaxes that to the reference packer's own checks.
+//! **ROCr's verdict.** [`check()`] follows the newest ROCr sources found, rule by rule, each
+//! cited where it is checked: `amd_aie_code.cpp`, `amd_aie_elf.cpp` and `loader/executable.cpp`
+//! of StefanBS/rocm-systems @ 04441d8e (the AIE loader), `amd_elf_image.cpp` of
+//! ROCm/rocm-systems @ 92bf721e and of that fork (the ELF image reader), and elfutils' libelf
+//! under it. A file any of those versions refuses or crashes on is refused; a crash is reported
+//! as such ([`RocrVerdict::Faults`]) rather than as a status. Where this crate refuses a file ROCr
+//! loads, the report says so and why ([`RocrVerdict::Accepts`]): an `e_shentsize` other than 64,
+//! a section name that runs past the name table, a full ELF with a malformed
+//! `.note.xrt.configuration`, two groups of one name or a table whose last entry runs past the
+//! end of the file, an empty kernel name, and a kernarg size that is not 16 bytes for each of 1
+//! to 16 buffer arguments. Entries that give one shared nested ELF different sizes, with
+//! different outcomes, are refused because ROCr's verdict then depends on its hash map's order
+//! ([`RocrVerdict::Undetermined`]). One deliberate extension: full-ELF relocations against
+//! symbols that are neither PDIs nor argument indices are external variables the runtime defines
+//! (ROCr's pending "external variables" change), not errors.
+//!
+//! Packing refuses everything [`check()`] refuses for an agent of the architecture with the most
+//! columns such agents have (4 for aie2, 8 for aie2p): no PDI for a PdiInsts kernel, an
+//! instruction stream that is not whole 32-bit words, zero or too many columns, duplicate,
+//! empty-named or empty-blob kernels, kernarg sizes outside 16 × 1..=16, a FullElf kernel ROCr's
+//! ELF reader rejects, offsets beyond 32 bits, an existing file ROCr's ELF reader refuses or
+//! crashes on, …; [`section::Validation::Format`] relaxes that to the reference packer's own
+//! checks.
 //!
 //! Deliberate differences from the reference packer (pack.py @ 2a41de57), all following the
 //! newer packer that ROCr's format document describes: an xclbin's column width and a full
@@ -52,6 +73,7 @@ pub mod arch;
 pub mod check;
 pub mod container;
 pub mod dump;
+pub mod elf_image;
 pub mod error;
 pub mod full_elf;
 pub mod inspect;
@@ -63,7 +85,9 @@ pub mod xclbin;
 pub use arch::Arch;
 pub use check::{CheckReport, check, check_bytes};
 pub use dump::{Dump, dump};
-pub use error::{Error, FullElfError, HsaStatus, Result, Rule, Violation, XclbinError};
+pub use error::{
+    Error, FullElfError, HsaStatus, Result, RocrVerdict, Rule, Violation, XclbinError,
+};
 pub use full_elf::{ExternalVariable, FullElfKernel, kernels_from_full_elf};
 pub use inspect::{Hsaco, parse};
 pub use section::{Kernel, KernelKind, build_section};

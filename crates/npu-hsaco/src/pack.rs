@@ -6,18 +6,33 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::arch::Arch;
+use crate::check::check_bytes;
 use crate::container;
-use crate::error::{Error, Result, Rule, Violation};
+use crate::error::{ContainerError, Error, Result, Rule, Violation};
 use crate::full_elf::{ExternalVariable, kernels_from_full_elf};
 use crate::section::{Kernel, build_section};
 use crate::spec::KernelSource;
 use crate::xclbin;
 
 /// Packs `kernels` as `arch`'s section into `existing` (or a new container), refusing anything
-/// ROCr would refuse. No file is touched.
+/// [`crate::check()`] refuses for an agent of `arch` with the most columns such agents have.
+/// No file is touched.
 pub fn pack(existing: Option<&[u8]>, arch: Arch, kernels: &[Kernel<'_>]) -> Result<Vec<u8>> {
     let section = build_section(arch, kernels)?;
-    container::with_section(existing, arch, &section)
+    let bytes = container::with_section(existing, arch, &section)?;
+    loadable(&bytes, arch)?;
+    Ok(bytes)
+}
+
+/// Refuses a packed file the loader check refuses. The section itself was checked when it was
+/// built, so what remains are faults of the existing file it went into (a section ROCr's ELF
+/// reader crashes on, a broken program header table, ...), which the packer keeps as they are.
+fn loadable(bytes: &[u8], arch: Arch) -> Result<()> {
+    match check_bytes(bytes, arch, arch.default_agent_columns()).verdict {
+        Ok(_) => Ok(()),
+        Err(r) if r.violation.kernel.is_some() => Err(Error::Refused(r.violation)),
+        Err(r) => Err(ContainerError::NotLoadable(r.violation.rule).into()),
+    }
 }
 
 /// The input files of a set of kernel sources, each read once.
@@ -180,6 +195,7 @@ pub fn pack_file(path: &Path, arch: Arch, sources: &[KernelSource]) -> Result<Pa
         }
     };
     let bytes = container::with_section(existing.as_deref(), arch, &section)
+        .and_then(|bytes| loadable(&bytes, arch).map(|()| bytes))
         .map_err(|e| e.in_file(path))?;
     write_atomically(path, &bytes)?;
     Ok(PackOutcome {

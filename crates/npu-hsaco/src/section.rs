@@ -12,7 +12,6 @@ use std::collections::HashSet;
 
 use crate::arch::Arch;
 use crate::error::{Result, Rule, Violation};
-use crate::full_elf::FullElf;
 
 /// `"AIEK"` read as a little-endian u32.
 pub const MAGIC: u32 = 0x4B45_4941;
@@ -124,14 +123,15 @@ impl<'a> Kernel<'a> {
 /// How strictly [`build_section`] judges its kernels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Validation {
-    /// Refuse everything ROCr's loader would refuse (the default for packing).
+    /// Refuse everything [`crate::check()`] refuses (the default for packing).
     Loadable,
     /// Refuse only what makes a malformed table, like the reference packer's `build_section`
     /// (which accepts e.g. a PdiInsts kernel without a PDI).
     Format,
 }
 
-/// Builds the AIEK section for `kernels` in table order, refusing anything ROCr would refuse.
+/// Builds the AIEK section for `kernels` in table order, refusing anything
+/// [`crate::check()`] refuses for an agent of `arch` with the most columns such agents have.
 pub fn build_section(arch: Arch, kernels: &[Kernel<'_>]) -> Result<Vec<u8>> {
     build_section_with(arch, kernels, Validation::Loadable)
 }
@@ -143,10 +143,18 @@ pub fn build_section_with(
     validation: Validation,
 ) -> Result<Vec<u8>> {
     check_format(kernels)?;
+    let table = write_table(kernels)?;
     if validation == Validation::Loadable {
-        check_loadable(arch, kernels)?;
+        // The loader check itself judges the table, with the most columns an agent of the
+        // architecture has; pack errors name the kernel, not the section being built.
+        crate::check::table_verdict(&table, arch, arch.default_agent_columns()).map_err(|r| {
+            Violation {
+                section: None,
+                ..r.violation
+            }
+        })?;
     }
-    Ok(write_table(kernels)?)
+    Ok(table)
 }
 
 fn refuse(kernel: &Kernel<'_>, rule: Rule) -> Violation {
@@ -168,70 +176,6 @@ fn check_format(kernels: &[Kernel<'_>]) -> Result<(), Violation> {
         }
         if kernel.kind == KernelKind::FullElf && !kernel.pdi_bytes().is_empty() {
             return Err(refuse(kernel, Rule::FullElfWithPdi));
-        }
-    }
-    Ok(())
-}
-
-/// ROCr's per-kernel load rules that need no agent.
-fn check_loadable(arch: Arch, kernels: &[Kernel<'_>]) -> Result<(), Violation> {
-    if kernels.is_empty() {
-        return Err(Violation::new(Rule::NoKernels));
-    }
-    // One parse per distinct ELF, as ROCr parses once per distinct blob.
-    let mut elves: Vec<(&[u8], FullElf)> = Vec::new();
-    for kernel in kernels {
-        if kernel.num_cols == 0 {
-            return Err(refuse(kernel, Rule::ZeroColumns));
-        }
-        match kernel.kind {
-            KernelKind::PdiInsts => {
-                if !kernel.insts.len().is_multiple_of(4) {
-                    return Err(refuse(
-                        kernel,
-                        Rule::InstsNotWordMultiple(kernel.insts.len() as u64),
-                    ));
-                }
-                if kernel.pdi_bytes().is_empty() {
-                    return Err(refuse(kernel, Rule::MissingPdi));
-                }
-            }
-            KernelKind::FullElf => {
-                if !arch.supports_full_elf() {
-                    return Err(refuse(kernel, Rule::FullElfArch(arch)));
-                }
-                let blob: &[u8] = &kernel.insts;
-                let index = match elves.iter().position(|(b, _)| *b == blob) {
-                    Some(i) => i,
-                    None => {
-                        let parsed =
-                            FullElf::parse(blob).map_err(|e| refuse(kernel, Rule::FullElf(e)))?;
-                        elves.push((blob, parsed));
-                        elves.len() - 1
-                    }
-                };
-                let elf = &elves[index].1;
-                let Some(found) = elf.kernel(&kernel.name) else {
-                    return Err(refuse(
-                        kernel,
-                        Rule::NotInFullElf {
-                            available: elf.kernel_names().join(", "),
-                        },
-                    ));
-                };
-                if kernel.kernarg_size != 0 && kernel.kernarg_size != found.kernarg_size {
-                    return Err(refuse(
-                        kernel,
-                        Rule::KernargMismatch {
-                            stored: kernel.kernarg_size,
-                            derived: found.kernarg_size,
-                        },
-                    ));
-                }
-                if found.pdis.is_empty() {
-                    return Err(refuse(kernel, Rule::NoPdiSite));
-                }
-            }
         }
     }
     Ok(())

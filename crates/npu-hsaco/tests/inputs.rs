@@ -167,9 +167,19 @@ fn group_rules() {
             Instance::new("s", 32, basic_small()),
         ],
     );
+    // ROCr keeps the first group of a name; the reader notes it and packing refuses it.
+    let twins = twins.build();
+    let parsed = FullElf::parse(&twins).unwrap();
+    assert_eq!(parsed.kernel_names(), ["main:s"]);
     assert_eq!(
-        parse_err(&twins),
-        FullElfError::DuplicateKernel("main:s".into())
+        parsed.stricter,
+        Some(FullElfError::DuplicateKernel("main:s".into()))
+    );
+    assert!(
+        kernels_from_full_elf(&twins, None)
+            .unwrap_err()
+            .to_string()
+            .contains("two groups both define kernel main:s")
     );
     let mut empty = vsadd(vec![]);
     empty.instances[0].ctrl.clear();

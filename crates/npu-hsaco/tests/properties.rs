@@ -28,12 +28,13 @@ fn blobs() -> Vec<Vec<u8>> {
 }
 
 fn kernel_case() -> impl Strategy<Value = KernelCase> {
+    // Names, kernarg sizes and widths every agent of either architecture accepts.
     (
-        "[^\u{0}]{0,12}",
+        "[^\u{0}]{1,12}",
         0..5usize,
         0..5usize,
-        any::<u32>(),
-        1..=8u32,
+        (1..=16u32).prop_map(|buffers| 16 * buffers),
+        1..=4u32,
     )
         .prop_map(|(name, insts, pdi, kernarg, cols)| KernelCase {
             name,

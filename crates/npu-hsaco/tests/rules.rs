@@ -141,7 +141,7 @@ fn pack_refuses_a_section_of_4_gib_or_more_without_copying_it() {
 #[test]
 fn equal_blobs_are_stored_once_whatever_their_role() {
     let shared = insts(5);
-    let k1 = Kernel::pdi_insts("a", &shared[..], &shared[..], 0, 1);
+    let k1 = Kernel::pdi_insts("a", &shared[..], &shared[..], 16, 1);
     let section = build_section(Arch::Aie2p, &[k1]).unwrap();
     assert_eq!(
         section.len(),
@@ -177,7 +177,7 @@ fn verdict(section: &[u8], arch: Arch, cols: u32) -> Result<usize, (Rule, HsaSta
     let report = check(&parse(&file).unwrap(), arch, cols);
     report
         .verdict
-        .map_err(|r| (r.violation.rule.clone(), r.status()))
+        .map_err(|r| (r.violation.rule.clone(), r.status().expect("ROCr refuses")))
 }
 
 fn rule_after(patches: &[(usize, u32)]) -> Rule {
@@ -289,8 +289,8 @@ fn check_names_duplicate_names_in_a_file() {
     let mut s = build_section(
         Arch::Aie2p,
         &[
-            Kernel::pdi_insts("ab", &i[..], &p[..], 0, 1),
-            Kernel::pdi_insts("ac", &i[..], &p[..], 0, 1),
+            Kernel::pdi_insts("ab", &i[..], &p[..], 16, 1),
+            Kernel::pdi_insts("ac", &i[..], &p[..], 16, 1),
         ],
     )
     .unwrap();
@@ -412,14 +412,14 @@ fn dumper_reports_damaged_sections_and_keeps_printing_others() {
     let (i, p) = (insts(2), pdi(2));
     let good = build_section(
         Arch::Aie2,
-        &[Kernel::pdi_insts("fine", &i[..], &p[..], 0, 1)],
+        &[Kernel::pdi_insts("fine", &i[..], &p[..], 16, 1)],
     )
     .unwrap();
     let two = npu_hsaco::container::replace_section(&one, Arch::Aie2, &good).unwrap();
     let d = dump(&parse(&two).unwrap());
     assert_eq!(
         d.stdout,
-        "arch section: aie2\nversion: 1.0\n  kernel fine: kind=PdiInsts insts=64B pdi=yes kernarg=0 cols=1\n"
+        "arch section: aie2\nversion: 1.0\n  kernel fine: kind=PdiInsts insts=64B pdi=yes kernarg=16 cols=1\n"
     );
     assert_eq!(
         d.errors,
@@ -467,7 +467,7 @@ fn dumper_refuses_non_utf8_names_and_reports_missing_sections() {
 #[test]
 fn names_with_spaces_colons_and_non_ascii_round_trip() {
     let (i, p) = (insts(9), pdi(9));
-    let names = ["my kernel", "a:b:c", "ядро-π", "カーネル 1", ""];
+    let names = ["my kernel", "a:b:c", "ядро-π", "カーネル 1", "\u{feff}"];
     let kernels: Vec<Kernel<'_>> = names
         .iter()
         .map(|n| Kernel::pdi_insts(*n, &i[..], &p[..], 32, 1))

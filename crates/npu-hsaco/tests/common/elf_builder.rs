@@ -34,6 +34,7 @@ pub const SHT_PROGBITS: u32 = 1;
 pub const SHT_SYMTAB: u32 = 2;
 pub const SHT_STRTAB: u32 = 3;
 pub const SHT_RELA: u32 = 4;
+pub const SHT_REL: u32 = 9;
 pub const SHT_NOTE: u32 = 7;
 pub const SHT_NOBITS: u32 = 8;
 pub const SHT_DYNSYM: u32 = 11;
@@ -184,20 +185,24 @@ impl Reloc {
 /// One kernel instance (COMDAT group) of a full ELF.
 #[derive(Clone, Debug)]
 pub struct Instance {
-    pub name: String,
+    /// The instance symbol's name (bytes: it need not be UTF-8).
+    pub name: Vec<u8>,
     pub ctrl: Vec<u8>,
     pub relocs: Vec<Reloc>,
     /// Put the control code in the group (false: a group without `.ctrltext`).
     pub has_ctrl: bool,
+    /// List instance N's `.ctrltext.N` in this group instead of its own.
+    pub ctrl_of: Option<usize>,
 }
 
 impl Instance {
     pub fn new(name: &str, ctrl_size: usize, relocs: Vec<Reloc>) -> Instance {
         Instance {
-            name: name.to_string(),
+            name: name.as_bytes().to_vec(),
             ctrl: vec![0xA5; ctrl_size],
             relocs,
             has_ctrl: true,
+            ctrl_of: None,
         }
     }
 }
@@ -205,7 +210,8 @@ impl Instance {
 /// A synthetic aie2p full ELF in aiebu's layout.
 #[derive(Clone, Debug)]
 pub struct FullElfSpec {
-    pub kernel_symbol: String,
+    /// The kernel symbol's name (bytes: it need not be UTF-8).
+    pub kernel_symbol: Vec<u8>,
     pub instances: Vec<Instance>,
     pub pdis: Vec<(String, Vec<u8>)>,
     pub abi_version: u8,
@@ -217,7 +223,7 @@ pub struct FullElfSpec {
 impl FullElfSpec {
     pub fn new(kernel_symbol: &str, instances: Vec<Instance>) -> FullElfSpec {
         FullElfSpec {
-            kernel_symbol: kernel_symbol.to_string(),
+            kernel_symbol: kernel_symbol.as_bytes().to_vec(),
             instances,
             pdis: vec![(".pdi.0".to_string(), super::pseudo_random(7, 256))],
             abi_version: 0x10,
@@ -240,9 +246,9 @@ impl FullElfSpec {
 
         let mut strtab = vec![0u8];
         let mut symtab = vec![0u8; 16];
-        let sym = |strtab: &mut Vec<u8>, symtab: &mut Vec<u8>, name: &str, shndx: u16| {
+        let sym = |strtab: &mut Vec<u8>, symtab: &mut Vec<u8>, name: &[u8], shndx: u16| {
             let off = strtab.len() as u32;
-            strtab.extend_from_slice(name.as_bytes());
+            strtab.extend_from_slice(name);
             strtab.push(0);
             symtab.extend_from_slice(&off.to_le_bytes());
             symtab.extend_from_slice(&0u32.to_le_bytes());
@@ -282,7 +288,7 @@ impl FullElfSpec {
         for (i, inst) in self.instances.iter().enumerate() {
             let mut words = vec![u32::from(self.comdat)];
             if inst.has_ctrl {
-                words.push(ctrl_base + i as u32);
+                words.push(ctrl_base + inst.ctrl_of.unwrap_or(i) as u32);
             }
             let data = words.iter().flat_map(|w| w.to_le_bytes()).collect();
             sections.push(Sec {
@@ -350,6 +356,37 @@ impl FullElfSpec {
         }
         write_elf32(self.osabi, self.abi_version, &sections)
     }
+}
+
+/// Moves section `index`'s data to the end of `elf` (an ELF32 from [`write_elf32`], after its
+/// section header table) and declares it `extra` bytes longer than the data, so that its end
+/// lies past the end of the file.
+pub fn move_to_end_elf32(elf: &mut Vec<u8>, index: usize, extra: u32) {
+    let shoff = u32::from_le_bytes(elf[32..36].try_into().unwrap()) as usize;
+    let header = shoff + 40 * index;
+    let field = |elf: &[u8], at: usize| u32::from_le_bytes(elf[at..at + 4].try_into().unwrap());
+    let (offset, size) = (field(elf, header + 16) as usize, field(elf, header + 20));
+    let data = elf[offset..offset + size as usize].to_vec();
+    let new_offset = elf.len() as u32;
+    elf.extend_from_slice(&data);
+    elf[header + 16..header + 20].copy_from_slice(&new_offset.to_le_bytes());
+    elf[header + 20..header + 24].copy_from_slice(&(size + extra).to_le_bytes());
+}
+
+/// The index of the section named `name` in an ELF32 from [`write_elf32`].
+pub fn section_index_elf32(elf: &[u8], name: &str) -> usize {
+    let u32_at = |at: usize| u32::from_le_bytes(elf[at..at + 4].try_into().unwrap()) as usize;
+    let shoff = u32_at(32);
+    let count = u16::from_le_bytes([elf[48], elf[49]]) as usize;
+    let names = shoff + 40; // section 1 is .shstrtab
+    let (names_at, names_size) = (u32_at(names + 16), u32_at(names + 20));
+    let table = &elf[names_at..names_at + names_size];
+    (0..count)
+        .find(|&i| {
+            let at = u32_at(shoff + 40 * i);
+            table[at..].split(|&b| b == 0).next() == Some(name.as_bytes())
+        })
+        .unwrap_or_else(|| panic!("no section {name}"))
 }
 
 /// `(name, type, flags, offset, size, link, info, align, entsize)`.

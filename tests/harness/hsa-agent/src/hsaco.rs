@@ -1,14 +1,13 @@
 //! The agent's own small reader of AIE hsaco files — independent of the driver's hsaco crate,
-//! so a bug there cannot hide behind the same bug here. It applies ROCr's load rules that
-//! matter for dispatch: the arch section found by name in the ELF64 container, the AIEK
-//! header, table and bounds, PdiInsts with a PDI and whole 32-bit words, the column count,
-//! and for FullElf the instance's control code found through the ELF32's COMDAT groups.
+//! so a bug there cannot hide behind the same bug here. It applies ROCr's load rules: what
+//! ROCr's ELF image reader (`amd_elf_image.cpp` over libelf) refuses or crashes on, the arch
+//! section found by name among the sections libelf can read, the AIEK header, table and bounds,
+//! PdiInsts with a PDI and whole 32-bit words, the column count, and for FullElf the instance's
+//! control code found through the ELF32's COMDAT groups as ROCr's `aie_elf::Parse` finds it.
+//! The rules and their sources are listed in `tests/harness/README.md`.
 
+use std::collections::HashMap;
 use std::collections::HashSet;
-
-use goblin::container::{Container, Ctx, Endian};
-use goblin::elf::section_header::{SHT_GROUP, SHT_PROGBITS};
-use goblin::elf::{Elf, RelocSection, Symtab};
 
 const AIEK_MAGIC: u32 = 0x4B45_4941;
 const HEADER_SIZE: u32 = 48;
@@ -17,6 +16,15 @@ const KIND_PDI_INSTS: u32 = 0;
 const KIND_FULL_ELF: u32 = 1;
 const OSABI_AIE2P: u8 = 0x45;
 const GRP_COMDAT: u32 = 1;
+const SHT_NULL: u32 = 0;
+const SHT_PROGBITS: u32 = 1;
+const SHT_SYMTAB: u32 = 2;
+const SHT_STRTAB: u32 = 3;
+const SHT_RELA: u32 = 4;
+const SHT_NOBITS: u32 = 8;
+const SHT_DYNSYM: u32 = 11;
+const SHT_GROUP: u32 = 17;
+const SHF_COMPRESSED: u64 = 0x800;
 
 /// Why a code object was refused, and the HSA status ROCr would return.
 #[derive(Debug)]
@@ -59,11 +67,12 @@ pub struct ExternalVariable {
 /// One kernel of the agent's arch section, checked.
 #[derive(Debug, Clone)]
 pub struct Kernel {
+    /// The name (invalid UTF-8 replaced; ROCr compares bytes, the agent's symbol table text).
     pub name: String,
     pub code: Code,
     pub pdi_size: usize,
     pub kernarg_size: u32,
-    /// For FullElf: the argument count the control code's relocations imply, if any.
+    /// For FullElf: the argument count the control code's relocations imply.
     pub elf_args: Option<u32>,
     pub variables: Vec<ExternalVariable>,
 }
@@ -78,6 +87,20 @@ fn u16_at(b: &[u8], off: usize) -> Option<u16> {
         .map(|s| u16::from_le_bytes([s[0], s[1]]))
 }
 
+fn u64_at(b: &[u8], off: usize) -> Option<u64> {
+    Some(u64::from(u32_at(b, off)?) | u64::from(u32_at(b, off + 4)?) << 32)
+}
+
+fn slice(b: &[u8], off: u64, len: u64) -> Option<&[u8]> {
+    let start = usize::try_from(off).ok()?;
+    b.get(start..start.checked_add(usize::try_from(len).ok()?)?)
+}
+
+/// The bytes up to the first NUL of `b`, if it has one.
+fn c_string(b: &[u8]) -> Option<&[u8]> {
+    b.iter().position(|&c| c == 0).map(|n| &b[..n])
+}
+
 /// Reads the kernels of the `arch` section of `hsaco` for an agent with `columns` columns.
 pub fn read(hsaco: &[u8], arch: &str, columns: u32) -> Result<Vec<Kernel>, Refusal> {
     let section = arch_section(hsaco, arch)?;
@@ -88,27 +111,198 @@ pub fn read(hsaco: &[u8], arch: &str, columns: u32) -> Result<Vec<Kernel>, Refus
         .collect()
 }
 
-/// The first section named `arch` that carries the AIEK magic (ROCr's rule).
+/// An ELF64 section header, as ROCr's libelf reads it (64 bytes apart, whatever
+/// `e_shentsize` says).
+struct Shdr {
+    name: u32,
+    kind: u32,
+    flags: u64,
+    offset: u64,
+    size: u64,
+    link: u32,
+    info: u32,
+}
+
+/// The entry sizes libelf divides a section's size by, per section type, for ELF64
+/// (`elf_getdata.c`: `shtype_map`, `__libelf_type_sizes`); other types are bytes.
+const LIBELF_ENTRY_SIZES: [(u32, u64); 17] = [
+    (2, 24),           // SHT_SYMTAB
+    (4, 24),           // SHT_RELA
+    (5, 4),            // SHT_HASH (8 on Alpha and S/390, not AIE hosts)
+    (6, 16),           // SHT_DYNAMIC
+    (9, 16),           // SHT_REL
+    (11, 24),          // SHT_DYNSYM
+    (14, 8),           // SHT_INIT_ARRAY
+    (15, 8),           // SHT_FINI_ARRAY
+    (16, 8),           // SHT_PREINIT_ARRAY
+    (17, 4),           // SHT_GROUP
+    (18, 4),           // SHT_SYMTAB_SHNDX
+    (0x6fff_fff7, 20), // SHT_GNU_LIBLIST
+    (0x6fff_fffa, 16), // SHT_SUNW_move
+    (0x6fff_fffc, 4),  // SHT_SUNW_syminfo
+    (0x6fff_fffe, 16), // SHT_GNU_verneed
+    (0x6fff_ffff, 2),  // SHT_GNU_versym
+    (7, 1),            // SHT_NOTE
+];
+
+/// The section's bytes when libelf can read it (`elf_getdata` succeeds), empty for an empty
+/// or `SHT_NOBITS` section (whose size libelf still reports).
+fn libelf_data<'a>(hsaco: &'a [u8], s: &Shdr) -> Option<&'a [u8]> {
+    if s.size == 0 || s.kind == SHT_NOBITS {
+        return Some(&[]);
+    }
+    let entry = if s.flags & SHF_COMPRESSED != 0 {
+        1
+    } else {
+        LIBELF_ENTRY_SIZES
+            .iter()
+            .find(|(kind, _)| *kind == s.kind)
+            .map_or(1, |(_, size)| *size)
+    };
+    if !s.size.is_multiple_of(entry) {
+        return None;
+    }
+    slice(hsaco, s.offset, s.size)
+}
+
+/// The first section named `arch` that ROCr's `FindArchSection` accepts, after the checks
+/// ROCr's ELF image reader makes while opening the file.
 fn arch_section<'a>(hsaco: &'a [u8], arch: &str) -> Result<&'a [u8], Refusal> {
     if hsaco.len() < 64 || !hsaco.starts_with(b"\x7fELF") {
         return Err(invalid("the code object is not an ELF file"));
     }
-    let elf =
-        Elf::parse(hsaco).map_err(|e| invalid(format!("the ELF container is malformed: {e}")))?;
-    if !elf.is_64 {
-        return Err(invalid("the hsaco container must be an ELF64 file"));
+    if hsaco[4] != 2 || hsaco[5] != 1 {
+        return Err(invalid(
+            "the hsaco container must be a little-endian ELF64 file",
+        ));
     }
-    for sh in &elf.section_headers {
-        let (off, size) = (sh.sh_offset as usize, sh.sh_size as usize);
-        let Some(bytes) = off.checked_add(size).and_then(|end| hsaco.get(off..end)) else {
+    if hsaco[6] != 1 {
+        return Err(invalid(
+            "e_ident[EI_VERSION] must be 1: libelf does not open the file otherwise",
+        ));
+    }
+    let field16 = |off| u16_at(hsaco, off).unwrap_or(0);
+    let (phoff, shoff) = (
+        u64_at(hsaco, 32).unwrap_or(0),
+        u64_at(hsaco, 40).unwrap_or(0),
+    );
+    let (phnum, shentsize, shnum, shstrndx) = (field16(56), field16(58), field16(60), field16(62));
+    let table = slice(hsaco, shoff, 64 * u64::from(shnum))
+        .ok_or_else(|| invalid("the section header table lies outside the file"))?;
+    let shdrs: Vec<Shdr> = table
+        .chunks_exact(64)
+        .map(|h| Shdr {
+            name: u32_at(h, 0).unwrap_or(0),
+            kind: u32_at(h, 4).unwrap_or(0),
+            flags: u64_at(h, 8).unwrap_or(0),
+            offset: u64_at(h, 24).unwrap_or(0),
+            size: u64_at(h, 32).unwrap_or(0),
+            link: u32_at(h, 40).unwrap_or(0),
+            info: u32_at(h, 44).unwrap_or(0),
+        })
+        .collect();
+    let names_index = usize::from(shstrndx);
+    if names_index >= shdrs.len() {
+        return Err(invalid("e_shstrndx is not a section index"));
+    }
+    // The image reader walks every section from index 1 but the name table.
+    let walked = || (1..shdrs.len()).filter(|&i| i != names_index);
+    if let Some(i) = walked().find(|&i| shdrs[i].kind == SHT_NULL) {
+        return Err(invalid(format!(
+            "section {i} has type SHT_NULL: ROCr's ELF reader dereferences a null section for it"
+        )));
+    }
+    // Links are 16-bit there; section 0 is a null object unless it is the name table.
+    let linked_type = |link: u32| {
+        let i = usize::from(link as u16);
+        shdrs
+            .get(i)
+            .filter(|s| i != 0 || names_index == 0 || s.kind != SHT_NULL)
+            .map(|s| s.kind)
+    };
+    for i in walked() {
+        let s = &shdrs[i];
+        if matches!(s.kind, SHT_SYMTAB | SHT_DYNSYM) && linked_type(s.link) != Some(SHT_STRTAB) {
+            return Err(invalid(format!(
+                "symbol table {i} does not link to a string table"
+            )));
+        }
+    }
+    for i in walked().filter(|&i| shdrs[i].kind == SHT_RELA) {
+        let s = &shdrs[i];
+        if s.info as usize >= shdrs.len()
+            || !matches!(linked_type(s.link), Some(SHT_SYMTAB | SHT_DYNSYM))
+        {
+            return Err(invalid(format!(
+                "relocation section {i} does not name a symbol table and a section"
+            )));
+        }
+        if libelf_data(hsaco, s).is_none() {
+            return Err(invalid(format!(
+                "relocation section {i} cannot be read: ROCr's ELF reader dereferences its missing data"
+            )));
+        }
+    }
+    let phnum = if phnum == 0xffff {
+        shdrs.first().map_or(0, |s| u64::from(s.info))
+    } else {
+        u64::from(phnum)
+    };
+    let len = hsaco.len() as u64;
+    if phoff != 0 && phnum != 0 {
+        let room = len.saturating_sub(phoff);
+        if phoff >= len || (room >= 56 && phnum * 56 > room) {
+            return Err(invalid(
+                "the program header table does not fit in the file (libelf refuses it)",
+            ));
+        }
+    }
+    if u32_at(hsaco, 20) != Some(1) {
+        return Err(invalid(
+            "e_version must be 1: ROCr sizes the image as 0 otherwise and finds no section",
+        ));
+    }
+    // ROCr's `ElfSize`: the end of the section at the largest offset past the header table.
+    let mut image = (shoff, shoff + u64::from(shentsize) * u64::from(shnum));
+    for s in &shdrs {
+        if s.offset > image.0 {
+            let end = if s.kind == SHT_NOBITS { 0 } else { s.size };
+            image = (s.offset, s.offset.saturating_add(end));
+        }
+    }
+    let names = libelf_data(hsaco, &shdrs[names_index])
+        .filter(|t| !t.is_empty() && shdrs[names_index].kind != SHT_NOBITS)
+        .ok_or_else(|| invalid("the section-name table cannot be read: ROCr throws"))?;
+    let mut any = false;
+    for (i, s) in shdrs.iter().enumerate() {
+        let size = libelf_data(hsaco, s).map_or(0, |_| s.size);
+        let Some(bytes) = slice(hsaco, s.offset, s.size) else {
             continue;
         };
-        if size < HEADER_SIZE as usize || u32_at(bytes, 0) != Some(AIEK_MAGIC) {
+        if size < u64::from(HEADER_SIZE)
+            || s.offset > image.1
+            || size > image.1 - s.offset
+            || u32_at(bytes, 0) != Some(AIEK_MAGIC)
+        {
             continue;
         }
-        if elf.shdr_strtab.get_at(sh.sh_name) == Some(arch) {
+        any = true;
+        let name = names
+            .get(s.name as usize..)
+            .ok_or_else(|| invalid(format!("section {i}'s name lies outside the name table")))?;
+        let name = c_string(name).ok_or_else(|| {
+            invalid(format!(
+                "section {i}'s name is not terminated inside the name table"
+            ))
+        })?;
+        if name == arch.as_bytes() {
             return Ok(bytes);
         }
+    }
+    if !any {
+        return Err(invalid(
+            "no section libelf can read carries the AIEK magic: not an AIE code object",
+        ));
     }
     Err(Refusal {
         incompatible: true,
@@ -117,7 +311,7 @@ fn arch_section<'a>(hsaco: &'a [u8], arch: &str) -> Result<&'a [u8], Refusal> {
 }
 
 struct Entry {
-    name: String,
+    name: Vec<u8>,
     insts: (usize, usize),
     pdi: (usize, usize),
     kernarg_size: u32,
@@ -168,44 +362,43 @@ fn parse_section(s: &[u8]) -> Result<Vec<Entry>, Refusal> {
         let rest = strings
             .get(name_off as usize..)
             .ok_or_else(|| invalid(format!("AIE section: kernel {i} names no string")))?;
-        let nul = rest
-            .iter()
-            .position(|b| *b == 0)
-            .ok_or_else(|| invalid(format!("AIE section: kernel {i}'s name has no NUL")))?;
-        let name = String::from_utf8_lossy(&rest[..nul]).into_owned();
+        let name = c_string(rest)
+            .ok_or_else(|| invalid(format!("AIE section: kernel {i}'s name has no NUL")))?
+            .to_vec();
+        let shown = String::from_utf8_lossy(&name).into_owned();
         if insts_size == 0 {
             return Err(invalid(format!(
-                "kernel {name:?}: empty instruction stream"
+                "kernel {shown:?}: empty instruction stream"
             )));
         }
         if kind == KIND_PDI_INSTS && insts_size % 4 != 0 {
             return Err(invalid(format!(
-                "kernel {name:?}: PdiInsts instructions must be whole 32-bit words, got {insts_size} bytes"
+                "kernel {shown:?}: PdiInsts instructions must be whole 32-bit words, got {insts_size} bytes"
             )));
         }
         if !in_pool(insts_off, insts_size) {
             return Err(invalid(format!(
-                "kernel {name:?}: instructions outside the blob pool"
+                "kernel {shown:?}: instructions outside the blob pool"
             )));
         }
         if pdi_size != 0 && !in_pool(pdi_off, pdi_size) {
             return Err(invalid(format!(
-                "kernel {name:?}: PDI outside the blob pool"
+                "kernel {shown:?}: PDI outside the blob pool"
             )));
         }
         if pdi_size == 0 && pdi_off != 0 {
             return Err(invalid(format!(
-                "kernel {name:?}: pdi_offset set without a PDI"
+                "kernel {shown:?}: pdi_offset set without a PDI"
             )));
         }
         if kind == KIND_FULL_ELF && pdi_size != 0 {
             return Err(invalid(format!(
-                "kernel {name:?}: a FullElf kernel carries no PDI"
+                "kernel {shown:?}: a FullElf kernel carries no PDI"
             )));
         }
         if !seen.insert(name.clone()) {
             return Err(invalid(format!(
-                "kernel {name:?} appears twice in the section"
+                "kernel {shown:?} appears twice in the section"
             )));
         }
         entries.push(Entry {
@@ -221,7 +414,7 @@ fn parse_section(s: &[u8]) -> Result<Vec<Entry>, Refusal> {
 }
 
 fn load_entry(section: &[u8], e: Entry, arch: &str, columns: u32) -> Result<Kernel, Refusal> {
-    let name = e.name;
+    let name = String::from_utf8_lossy(&e.name).into_owned();
     if e.kind > KIND_FULL_ELF {
         return Err(invalid(format!("kernel {name:?}: unknown kind {}", e.kind)));
     }
@@ -252,196 +445,365 @@ fn load_entry(section: &[u8], e: Entry, arch: &str, columns: u32) -> Result<Kern
             "kernel {name:?}: no full-ELF format for arch {arch}"
         )));
     }
-    let instance = full_elf_instance(&insts, &name)
+    // Each entry is read with its own size. ROCr reads an ELF shared by several entries once,
+    // with the size of whichever entry it meets first, so entries whose sizes give different
+    // answers are refused here whichever ROCr would have met first.
+    let instance = full_elf_instance(&insts, &e.name)
         .map_err(|rule| invalid(format!("kernel {name:?}: full ELF: {rule}")))?;
-    let computed = instance.args.map(|n| 16 * n);
-    if e.kernarg_size != 0 && computed.is_some_and(|c| c != e.kernarg_size) {
+    let computed = 16 * instance.args;
+    if e.kernarg_size != 0 && e.kernarg_size != computed {
         return Err(invalid(format!(
             "kernel {name:?}: kernarg_size {} does not match the {} arguments its control code patches",
-            e.kernarg_size,
-            instance.args.unwrap_or(0)
+            e.kernarg_size, instance.args
+        )));
+    }
+    if instance.pdi_bytes == 0 {
+        return Err(invalid(format!(
+            "kernel {name:?}: its control code loads no PDI"
         )));
     }
     Ok(Kernel {
         name,
         code: Code::Control(instance.control),
         pdi_size: instance.pdi_bytes,
-        kernarg_size: if e.kernarg_size != 0 {
-            e.kernarg_size
-        } else {
-            computed.unwrap_or(0)
-        },
-        elf_args: instance.args,
+        kernarg_size: computed,
+        elf_args: Some(instance.args),
         variables: instance.variables,
     })
 }
 
 struct Instance {
     control: Vec<u8>,
-    args: Option<u32>,
+    args: u32,
     pdi_bytes: usize,
     variables: Vec<ExternalVariable>,
 }
 
-/// `_Z<len><name>...` → `<name>`; anything else unchanged.
-fn demangle(symbol: &str) -> &str {
-    let Some(rest) = symbol.strip_prefix("_Z") else {
+/// `_Z<len><name>...` → `<name>`, as ROCr's `KernelNameFromSymbol` computes it: the length in
+/// a wrapping 64-bit `size_t`, the symbol unchanged when the length is 0 or its (wrapping) end
+/// lies past the symbol, else at most the rest of the symbol.
+fn demangle(symbol: &[u8]) -> &[u8] {
+    if !symbol.starts_with(b"_Z") {
         return symbol;
-    };
-    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-    match rest[..digits].parse::<usize>() {
-        Ok(len) if len > 0 && digits + len <= rest.len() => &rest[digits..digits + len],
-        _ => symbol,
+    }
+    let mut i = 2usize;
+    let mut len = 0u64;
+    while let Some(d) = symbol.get(i).filter(|d| d.is_ascii_digit()) {
+        len = len.wrapping_mul(10).wrapping_add(u64::from(d - b'0'));
+        i += 1;
+    }
+    let rest = &symbol[i..];
+    if len == 0 || (i as u64).wrapping_add(len) > symbol.len() as u64 {
+        return symbol;
+    }
+    &rest[..rest.len().min(usize::try_from(len).unwrap_or(usize::MAX))]
+}
+
+/// An ELF32 section header: `[name, type, flags, addr, offset, size, link, info, align,
+/// entsize]`.
+type Shdr32 = [u32; 10];
+
+/// The ELF32 section headers and bytes, with ROCr's way of reading strings and tables.
+struct Elf32<'a> {
+    bytes: &'a [u8],
+    shdrs: Vec<Shdr32>,
+    names: Vec<Option<&'a [u8]>>,
+}
+
+impl<'a> Elf32<'a> {
+    /// The NUL-terminated string at `offset` of string table `table`, which must hold it.
+    fn string(&self, table: usize, offset: u32) -> Option<&'a [u8]> {
+        let t = self.shdrs.get(table)?;
+        let data = slice(self.bytes, u64::from(t[4]), u64::from(t[5]))?;
+        c_string(data.get(offset as usize..)?)
+    }
+
+    /// Section `index`'s whole entries of `size` bytes (a partial last one is ignored).
+    fn table(&self, index: usize, size: u32) -> Option<&'a [u8]> {
+        let s = &self.shdrs[index];
+        slice(self.bytes, u64::from(s[4]), u64::from(s[5] / size * size))
+    }
+
+    fn data(&self, index: usize) -> Option<&'a [u8]> {
+        let s = self.shdrs.get(index)?;
+        slice(self.bytes, u64::from(s[4]), u64::from(s[5]))
+    }
+
+    /// The last section of this name, as ROCr's scan keeps the last match.
+    fn last(&self, name: &str) -> Option<usize> {
+        self.names.iter().rposition(|n| *n == Some(name.as_bytes()))
+    }
+
+    /// The section a table's `sh_link` names (non-zero and in range).
+    fn link(&self, index: usize) -> Option<usize> {
+        let link = self.shdrs[index][6] as usize;
+        (link != 0 && link < self.shdrs.len()).then_some(link)
     }
 }
 
-/// Finds the COMDAT group whose kernel name is `wanted` and reads its control code, the
-/// argument count and external variables its relocations name, and the PDIs it patches in.
-fn full_elf_instance(bytes: &[u8], wanted: &str) -> Result<Instance, String> {
+/// A symbol: `(name offset, size, section index field)`.
+fn symbol(table: &[u8], index: u32) -> Option<(u32, u32, u32)> {
+    let at = index as usize * 16;
+    Some((
+        u32_at(table, at)?,
+        u32_at(table, at + 8)?,
+        u32::from(u16_at(table, at + 14)?),
+    ))
+}
+
+/// Reads the full ELF as ROCr's `aie_elf::Parse` does and returns the control code, argument
+/// count, PDI bytes and external variables of the instance whose kernel name is `wanted`.
+fn full_elf_instance(bytes: &[u8], wanted: &[u8]) -> Result<Instance, String> {
     if bytes.len() < 52 || !bytes.starts_with(b"\x7fELF") || bytes[4] != 1 || bytes[5] != 1 {
         return Err("not a little-endian ELF32".into());
     }
     if bytes[7] != OSABI_AIE2P {
         return Err("not an aie2p AIE ELF (EI_OSABI must be 0x45)".into());
     }
-    let elf = Elf::parse(bytes).map_err(|e| format!("malformed: {e}"))?;
-    let shdrs = &elf.section_headers;
-    let name_of = |i: usize| shdrs.get(i).and_then(|s| elf.shdr_strtab.get_at(s.sh_name));
-    let data_of = |i: usize| -> Option<&[u8]> {
-        let s = shdrs.get(i)?;
-        let off = s.sh_offset as usize;
-        bytes.get(off..off.checked_add(s.sh_size as usize)?)
+    let h16 = |off| u16_at(bytes, off).unwrap_or(0);
+    let (shoff, shentsize, shnum, shstrndx) = (
+        u32_at(bytes, 32).unwrap_or(0),
+        h16(46),
+        usize::from(h16(48)),
+        usize::from(h16(50)),
+    );
+    let table = (shentsize == 40 && shnum > 0 && shstrndx < shnum)
+        .then(|| slice(bytes, u64::from(shoff), 40 * shnum as u64))
+        .flatten()
+        .ok_or("malformed section headers")?;
+    let shdrs: Vec<Shdr32> = table
+        .chunks_exact(40)
+        .map(|h| std::array::from_fn(|k| u32_at(h, 4 * k).unwrap_or(0)))
+        .collect();
+    let mut elf = Elf32 {
+        bytes,
+        shdrs,
+        names: Vec::new(),
     };
-    if elf.syms.is_empty() {
+    elf.names = (0..shnum)
+        .map(|i| elf.string(shstrndx, elf.shdrs[i][0]))
+        .collect();
+
+    let symtab = elf.last(".symtab");
+    let strtab = symtab.and_then(|i| elf.link(i));
+    let (Some(symtab), Some(strtab)) = (symtab, strtab) else {
+        return Err("missing or malformed .symtab".into());
+    };
+    if elf.shdrs[symtab][9] != 16 {
         return Err("missing or malformed .symtab".into());
     }
-    let sym_name = |i: usize| {
-        elf.syms
-            .get(i)
-            .and_then(|s| elf.strtab.get_at(s.st_name))
-            .ok_or_else(|| format!("bad symbol index {i}"))
-    };
-    let mut groups = 0;
-    for (gi, g) in shdrs
-        .iter()
-        .enumerate()
-        .filter(|(_, s)| s.sh_type == SHT_GROUP)
-    {
-        groups += 1;
-        let words: Vec<u32> = data_of(gi)
+    let syms = elf.table(symtab, 16).ok_or("malformed .symtab")?;
+    let count = (syms.len() / 16) as u32;
+
+    // Groups in section order: name and control code; members map to the last group naming
+    // them (ROCr's sec2grp).
+    let mut groups: Vec<(usize, Vec<u8>, usize)> = Vec::new();
+    let mut group_of: HashMap<usize, usize> = HashMap::new();
+    for g in (0..shnum).filter(|&i| elf.shdrs[i][1] == SHT_GROUP) {
+        let info = elf.shdrs[g][7];
+        let (inst_name, _, kernel_index) = (info < count)
+            .then(|| symbol(syms, info))
+            .flatten()
+            .ok_or("bad group signature symbol")?;
+        let instance = elf
+            .string(strtab, inst_name)
+            .filter(|_| kernel_index < count)
+            .ok_or("bad group signature symbol")?;
+        let kernel = symbol(syms, kernel_index)
+            .and_then(|(n, _, _)| elf.string(strtab, n))
+            .ok_or("bad kernel symbol")?;
+        let words: Vec<u32> = elf
+            .table(g, 4)
+            .filter(|w| !w.is_empty())
             .ok_or("malformed group section")?
             .chunks_exact(4)
             .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
             .collect();
-        if words.first().is_none_or(|f| f & GRP_COMDAT == 0) {
+        if words[0] & GRP_COMDAT == 0 {
             return Err("group is not a COMDAT group".into());
         }
-        let instance_sym = elf
-            .syms
-            .get(g.sh_info as usize)
-            .ok_or("bad group signature symbol")?;
-        let instance = sym_name(g.sh_info as usize)?;
-        let kernel = sym_name(instance_sym.st_shndx)?;
-        if format!("{}:{instance}", demangle(kernel)) != wanted {
-            continue;
+        let mut ctrl = 0;
+        for &m in &words[1..] {
+            let m = m as usize;
+            if m >= shnum {
+                return Err("group member out of range".into());
+            }
+            group_of.insert(m, g);
+            if elf.names[m].is_some_and(|n| n.starts_with(b".ctrltext")) {
+                if elf.shdrs[m][1] != SHT_PROGBITS {
+                    return Err("control code section holds no data".into());
+                }
+                ctrl = m;
+            }
         }
-        let ctrl = words[1..]
-            .iter()
-            .map(|m| *m as usize)
-            .rfind(|m| name_of(*m).is_some_and(|n| n.starts_with(".ctrltext")))
-            .ok_or("the group has no .ctrltext control code")?;
-        if shdrs[ctrl].sh_type != SHT_PROGBITS {
-            return Err("control code section holds no data".into());
-        }
-        let control = data_of(ctrl)
-            .ok_or("section extends past end of file")?
-            .to_vec();
+        let mut name = demangle(kernel).to_vec();
+        name.push(b':');
+        name.extend_from_slice(instance);
+        groups.push((g, name, ctrl));
+    }
+    if groups.is_empty() {
+        return Err("no COMDAT groups: not a group ELF".into());
+    }
+    let sites = relocations(&elf, &groups, &group_of)?;
+
+    // Every instance's control code and sites are checked, as ROCr builds every kernel; the
+    // first group of a name is the kernel of that name.
+    let mut found = None;
+    for (g, name, ctrl) in groups.iter().filter(|(_, _, ctrl)| *ctrl != 0) {
+        let control = elf.data(*ctrl).ok_or("section extends past end of file")?;
         if control.is_empty() {
             return Err("empty control code".into());
         }
-        let (args, pdi_bytes, variables) = relocations(&elf, bytes, ctrl, &data_of)?;
-        return Ok(Instance {
-            control,
-            args,
-            pdi_bytes,
-            variables,
-        });
-    }
-    if groups == 0 {
-        return Err("no COMDAT groups: not a group ELF".into());
-    }
-    Err(format!("no kernel instance named {wanted:?}"))
-}
-
-type Found = (Option<u32>, usize, Vec<ExternalVariable>);
-
-fn relocations<'a>(
-    elf: &Elf<'a>,
-    bytes: &'a [u8],
-    ctrl: usize,
-    data_of: &dyn Fn(usize) -> Option<&'a [u8]>,
-) -> Result<Found, String> {
-    let shdrs = &elf.section_headers;
-    let find = |name: &str| {
-        shdrs
-            .iter()
-            .position(|s| elf.shdr_strtab.get_at(s.sh_name) == Some(name))
-    };
-    let (Some(dynsym), Some(rela)) = (find(".dynsym"), find(".rela.dyn")) else {
-        return Ok((None, 0, Vec::new()));
-    };
-    let ctx = Ctx::new(Container::Little, Endian::Little);
-    let ds = &shdrs[dynsym];
-    if ds.sh_entsize != 16 || shdrs[rela].sh_entsize != 12 {
-        return Err("malformed .dynsym or .rela.dyn".into());
-    }
-    let syms = Symtab::parse(
-        bytes,
-        ds.sh_offset as usize,
-        (ds.sh_size / 16) as usize,
-        ctx,
-    )
-    .map_err(|e| format!("malformed .dynsym: {e}"))?;
-    let strtab = data_of(ds.sh_link as usize).ok_or("malformed .dynsym string table")?;
-    let relocs = RelocSection::parse(
-        bytes,
-        shdrs[rela].sh_offset as usize,
-        shdrs[rela].sh_size as usize,
-        true,
-        ctx,
-    )
-    .map_err(|e| format!("malformed .rela.dyn: {e}"))?;
-    let (mut max_arg, mut pdis, mut variables) = (None::<u32>, HashSet::new(), Vec::new());
-    for r in relocs.iter() {
-        let sym = syms.get(r.r_sym).ok_or("relocation symbol out of range")?;
-        if sym.st_shndx != ctrl {
-            continue;
-        }
-        let name = strtab
-            .get(sym.st_name..)
-            .and_then(|s| s.split(|b| *b == 0).next())
-            .map(|s| String::from_utf8_lossy(s).into_owned())
-            .ok_or("bad relocation symbol name")?;
-        if name.starts_with(".pdi") {
-            let pdi = find(&name).ok_or_else(|| format!("PDI section {name} not found"))?;
-            pdis.insert((name, shdrs[pdi].sh_size as usize));
-        } else if !name.is_empty() && name.bytes().all(|b| b.is_ascii_digit()) {
-            let index: u32 = name
-                .parse()
-                .map_err(|_| "kernel argument index out of range")?;
-            if index > 4095 {
-                return Err("kernel argument index out of range".into());
+        let fits =
+            |off: u32, need: usize| off.is_multiple_of(4) && off as usize + need <= control.len();
+        let mine = sites.iter().filter(|s| s.group == *g);
+        let (mut args, mut pdi_bytes, mut variables) = (0u32, 0usize, Vec::new());
+        let mut pdis = HashSet::new();
+        for s in mine {
+            match &s.what {
+                Patch::Pdi(section, size) => {
+                    if !fits(s.offset, 8) || s.offset == 0 {
+                        return Err("PDI patch site does not fit the control code".into());
+                    }
+                    if pdis.insert(*section) {
+                        pdi_bytes += size;
+                    }
+                }
+                Patch::Argument(index) => {
+                    if !fits(s.offset, 12) {
+                        return Err("argument patch site does not fit the control code".into());
+                    }
+                    args = args.max(index + 1);
+                }
+                Patch::Variable(v) => {
+                    if !fits(s.offset, 8) {
+                        return Err("external variable site does not fit the control code".into());
+                    }
+                    if !variables.contains(v) {
+                        variables.push(v.clone());
+                    }
+                }
             }
-            max_arg = Some(max_arg.map_or(index, |m| m.max(index)));
-        } else if !variables.iter().any(|v: &ExternalVariable| v.name == name) {
-            variables.push(ExternalVariable {
-                name,
-                size: sym.st_size,
+        }
+        if found.is_none() && name.as_slice() == wanted {
+            found = Some(Instance {
+                control: control.to_vec(),
+                args,
+                pdi_bytes,
+                variables,
             });
         }
     }
-    let pdi_bytes = pdis.iter().map(|(_, s)| s).sum();
-    Ok((max_arg.map(|m| m + 1), pdi_bytes, variables))
+    found.ok_or_else(|| {
+        format!(
+            "no kernel instance named {:?}",
+            String::from_utf8_lossy(wanted)
+        )
+    })
+}
+
+enum Patch {
+    /// The PDI section's index and size.
+    Pdi(usize, usize),
+    Argument(u32),
+    Variable(ExternalVariable),
+}
+
+struct Site {
+    group: usize,
+    offset: u32,
+    what: Patch,
+}
+
+/// Every `.rela.dyn` entry against the control code of the group that lists its section last.
+fn relocations(
+    elf: &Elf32<'_>,
+    groups: &[(usize, Vec<u8>, usize)],
+    group_of: &HashMap<usize, usize>,
+) -> Result<Vec<Site>, String> {
+    let (Some(rela), Some(dynsym)) = (elf.last(".rela.dyn"), elf.last(".dynsym")) else {
+        return Ok(Vec::new());
+    };
+    let Some(dynstr) = elf.link(dynsym) else {
+        return Ok(Vec::new());
+    };
+    if elf.shdrs[rela][9] != 12 || elf.shdrs[dynsym][9] != 16 {
+        return Err("malformed .rela.dyn".into());
+    }
+    let (Some(entries), Some(syms)) = (elf.table(rela, 12), elf.table(dynsym, 16)) else {
+        return Err("malformed .rela.dyn".into());
+    };
+    let abi_version_1 = elf.bytes[8] == 1;
+    let mut out = Vec::new();
+    for r in entries.chunks_exact(12) {
+        let (offset, info, addend) = (
+            u32_at(r, 0).unwrap_or(0),
+            u32_at(r, 4).unwrap_or(0),
+            u32_at(r, 8).unwrap_or(0),
+        );
+        let (name, size, shndx) = symbol(syms, info >> 8)
+            .filter(|_| (info >> 8) < (syms.len() / 16) as u32)
+            .ok_or("relocation symbol out of range")?;
+        let name = elf
+            .string(dynstr, name)
+            .ok_or("bad relocation symbol name")?;
+        let shndx = shndx as usize;
+        let Some(&group) = group_of.get(&shndx) else {
+            continue;
+        };
+        if groups
+            .iter()
+            .find(|(g, _, _)| *g == group)
+            .map(|(_, _, c)| *c)
+            != Some(shndx)
+        {
+            continue;
+        }
+        let scheme = if abi_version_1 {
+            addend & 0xF
+        } else {
+            info & 0xFF
+        };
+        let what = if name.starts_with(b".pdi") {
+            if scheme != 8 {
+                return Err("unexpected patch scheme for PDI symbol".into());
+            }
+            let sections: Vec<usize> = (1..elf.shdrs.len())
+                .filter(|&i| elf.names[i] == Some(name))
+                .collect();
+            let first = *sections.first().ok_or("PDI section not found")?;
+            let data = elf.data(first);
+            if data.is_none() || sections.iter().any(|&i| elf.data(i) != data) {
+                return Err("ambiguous PDI: sections of one name differ".into());
+            }
+            Patch::Pdi(first, data.map_or(0, <[u8]>::len))
+        } else if !name.is_empty() && name.iter().all(u8::is_ascii_digit) {
+            let index: u32 = std::str::from_utf8(name)
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .filter(|&i| i <= 4095)
+                .ok_or("kernel argument index out of range")?;
+            if scheme != 5 {
+                return Err("unsupported patch scheme for a kernel argument".into());
+            }
+            Patch::Argument(index)
+        } else {
+            let name = std::str::from_utf8(name)
+                .ok()
+                .filter(|n| !n.is_empty())
+                .ok_or("unsupported relocation symbol")?;
+            Patch::Variable(ExternalVariable {
+                name: name.to_owned(),
+                size: u64::from(size),
+            })
+        };
+        out.push(Site {
+            group,
+            offset,
+            what,
+        });
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -449,11 +811,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn demangling_takes_the_length_prefixed_name() {
-        assert_eq!(demangle("_Z4mainPcPcPc"), "main");
-        assert_eq!(demangle("_Z0x"), "_Z0x");
-        assert_eq!(demangle("_Z9ab"), "_Z9ab");
-        assert_eq!(demangle("plain"), "plain");
+    fn demangling_takes_the_length_prefixed_name_as_rocr_computes_it() {
+        assert_eq!(demangle(b"_Z4mainPcPcPc"), b"main");
+        assert_eq!(demangle(b"_Z0x"), b"_Z0x");
+        assert_eq!(demangle(b"_Z9ab"), b"_Z9ab");
+        assert_eq!(demangle(b"plain"), b"plain");
+        // The length wraps in a 64-bit size_t: 2^64 + 4 is 4, 2^64 - 1 takes the rest.
+        assert_eq!(demangle(b"_Z18446744073709551620mainPc"), b"main");
+        assert_eq!(demangle(b"_Z18446744073709551615abc"), b"abc");
     }
 
     #[test]
@@ -465,5 +830,44 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.rule.contains("not an ELF"), "{}", err.rule);
+    }
+
+    /// The crafted file of each class of bad hsaco (`tests/fixtures/hsaco-classes`, written by
+    /// npu-hsaco's `rocr_classes` tests): the agent loads exactly the files `classes.tsv` says
+    /// it loads — every file ROCr loads, none that ROCr refuses, crashes on or may refuse.
+    #[test]
+    fn the_agent_gives_rocrs_verdict_on_every_class_of_bad_hsaco() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/hsaco-classes");
+        let tsv = std::fs::read_to_string(dir.join("classes.tsv")).expect("the fixtures exist");
+        let mut seen = 0;
+        for line in tsv.lines() {
+            let f: Vec<&str> = line.split('\t').collect();
+            let (name, arch, cols, rocr, agent) = (f[0], f[1], f[2], f[3], f[4]);
+            let bytes = std::fs::read(dir.join(format!("{name}.hsaco"))).unwrap();
+            let verdict = read(&bytes, arch, cols.parse().unwrap());
+            match agent {
+                "loads" => assert!(verdict.is_ok(), "{name}: {:?}", verdict.err()),
+                _ => assert!(verdict.is_err(), "{name}: the agent loaded it"),
+            }
+            // A stand-in that loads what ROCr refuses would hide a bug.
+            if matches!(rocr, "refuses" | "crashes" | "undetermined") {
+                assert_eq!(agent, "refuses", "{name}");
+            }
+            if rocr == "loads" {
+                assert_eq!(agent, "loads", "{name}");
+            }
+            seen += 1;
+        }
+        assert_eq!(seen, 20);
+    }
+
+    #[test]
+    fn entries_sharing_one_elf_are_each_read_with_their_own_size() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/hsaco-classes");
+        let bytes = std::fs::read(dir.join("shared_elf_sizes.hsaco")).unwrap();
+        let err = read(&bytes, "aie2p", 8).unwrap_err();
+        assert!(err.rule.contains("main:b") && err.rule.contains("malformed section headers"));
     }
 }

@@ -237,9 +237,10 @@ fn child_aie2_agent() {
     let (r, got, want) = run_vadd(&rt, &program, 17, None);
     r.unwrap();
     assert_eq!(got, want);
-    let err = rt
-        .prepare_bytes(&pdi_insts_hsaco("aie2", &[("wide", ADD_F32, 5)]), "wide")
-        .unwrap_err();
+    // No aie2 agent has 5 columns, so the packer refuses such a kernel: widen a packed one.
+    let mut wide = pdi_insts_hsaco("aie2", &[("wide", ADD_F32, 4)]);
+    patch_entry(&mut wide, 0, 6, 5);
+    let err = rt.prepare_bytes(&wide, "wide").unwrap_err();
     assert!(err.to_string().contains("INVALID_CODE_OBJECT"), "{err}");
     assert_eq!(err.kind(), ErrorKind::LoadRefused);
     assert!(
