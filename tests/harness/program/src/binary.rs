@@ -124,8 +124,7 @@ pub fn decode(bytes: &[u8]) -> Result<Program, ProgramError> {
             word(1)?
         )));
     }
-    let num_args =
-        u8::try_from(word(2)?).map_err(|_| format("argument count too large".into()))?;
+    let num_args = u8::try_from(word(2)?).map_err(|_| format("argument count too large".into()))?;
     let flags = word(3)?;
     let count = word(4)? as usize;
     if count > bytes.len() / 4 {
@@ -136,9 +135,7 @@ pub fn decode(bytes: &[u8]) -> Result<Program, ProgramError> {
     for i in 0..count {
         let header = word(at)?;
         let (code, n) = (header & 0xffff, (header >> 16) as usize);
-        let w: Vec<u32> = (at + 1..at + 1 + n)
-            .map(&word)
-            .collect::<Result<_, _>>()?;
+        let w: Vec<u32> = (at + 1..at + 1 + n).map(&word).collect::<Result<_, _>>()?;
         ops.push(decode_op(code, &w).map_err(|e| format(format!("op {i}: {e}")))?);
         at += 1 + n;
     }
@@ -340,4 +337,3 @@ fn decode_op(code: u32, w: &[u32]) -> Result<Op, String> {
         c => return Err(format!("unknown opcode {c:#x}")),
     })
 }
-

@@ -10,7 +10,10 @@ use crate::{DType, Program, ProgramError};
 pub enum Elem {
     Data(DType),
     /// Pointers into buffer argument `arg` whose elements are `DType`.
-    Ptr { arg: u8, elem: DType },
+    Ptr {
+        arg: u8,
+        elem: DType,
+    },
 }
 
 /// The type of a value: its elements and its block shape (`[]`: a scalar).
@@ -57,9 +60,12 @@ pub fn check(p: &Program) -> Result<Vec<Types>, ProgramError> {
                 if grid_seen || ops_in_launch > 0 {
                     return Err(fail("a grid comes first in its launch, once".into()));
                 }
-                if g.iter().any(|d| *d == 0) || g.iter().map(|d| *d as u64).product::<u64>() > 1 << 20
+                if g.iter().any(|d| *d == 0)
+                    || g.iter().map(|d| *d as u64).product::<u64>() > 1 << 20
                 {
-                    return Err(fail("grid sizes must be positive (at most 2^20 instances)".into()));
+                    return Err(fail(
+                        "grid sizes must be positive (at most 2^20 instances)".into(),
+                    ));
                 }
                 grid_seen = true;
                 continue;
@@ -71,7 +77,10 @@ pub fn check(p: &Program) -> Result<Vec<Types>, ProgramError> {
         let t = infer(p, types, op).map_err(fail)?;
         if let Some(t) = t {
             if t.numel() > MAX_BLOCK {
-                return Err(fail(format!("a block of {} elements is too large", t.numel())));
+                return Err(fail(format!(
+                    "a block of {} elements is too large",
+                    t.numel()
+                )));
             }
             types.push(t);
         }
@@ -226,7 +235,11 @@ fn infer(p: &Program, types: &Types, op: &Op) -> Result<Option<Type>, String> {
             if let Some(o) = other {
                 let (ot, o) = data(*o)?;
                 if ot != elem {
-                    return Err(format!("`other` is {}, the pointee {}", ot.name(), elem.name()));
+                    return Err(format!(
+                        "`other` is {}, the pointee {}",
+                        ot.name(),
+                        elem.name()
+                    ));
                 }
                 same_shape(p, o)?;
             }
@@ -242,7 +255,11 @@ fn infer(p: &Program, types: &Types, op: &Op) -> Result<Option<Type>, String> {
             };
             let (vt, v) = data(*value)?;
             if vt != elem {
-                return Err(format!("stores {} through a {} pointer", vt.name(), elem.name()));
+                return Err(format!(
+                    "stores {} through a {} pointer",
+                    vt.name(),
+                    elem.name()
+                ));
             }
             same_shape(p, v)?;
             if let Some(m) = mask {
@@ -257,7 +274,11 @@ fn infer(p: &Program, types: &Types, op: &Op) -> Result<Option<Type>, String> {
         Op::Bin { op, a, b } => {
             let ((at, a), (bt, b)) = (data(*a)?, data(*b)?);
             if at != bt {
-                return Err(format!("operand types {} and {} differ", at.name(), bt.name()));
+                return Err(format!(
+                    "operand types {} and {} differ",
+                    at.name(),
+                    bt.name()
+                ));
             }
             same_shape(a, b)?;
             if op.is_float() != at.is_float() {
@@ -268,7 +289,11 @@ fn infer(p: &Program, types: &Types, op: &Op) -> Result<Option<Type>, String> {
         Op::CmpF { a, b, .. } | Op::CmpI { a, b, .. } => {
             let ((at, a), (bt, b)) = (data(*a)?, data(*b)?);
             if at != bt {
-                return Err(format!("operand types {} and {} differ", at.name(), bt.name()));
+                return Err(format!(
+                    "operand types {} and {} differ",
+                    at.name(),
+                    bt.name()
+                ));
             }
             same_shape(a, b)?;
             if matches!(op, Op::CmpF { .. }) != at.is_float() {
@@ -318,7 +343,12 @@ fn infer(p: &Program, types: &Types, op: &Op) -> Result<Option<Type>, String> {
                 CastOp::Bitcast => from.size() == to.size() && from != DType::I1,
             };
             if !ok {
-                return Err(format!("{} from {} to {}", op.name(), from.name(), to.name()));
+                return Err(format!(
+                    "{} from {} to {}",
+                    op.name(),
+                    from.name(),
+                    to.name()
+                ));
             }
             Type {
                 elem: Elem::Data(*to),
@@ -359,4 +389,3 @@ fn infer(p: &Program, types: &Types, op: &Op) -> Result<Option<Type>, String> {
         }
     }))
 }
-

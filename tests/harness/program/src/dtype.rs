@@ -138,7 +138,11 @@ impl DType {
     pub fn unsigned(self, v: f64) -> u64 {
         let bits = self.bits();
         let x = v as i64 as u64;
-        if bits >= 64 { x } else { x & ((1u64 << bits) - 1) }
+        if bits >= 64 {
+            x
+        } else {
+            x & ((1u64 << bits) - 1)
+        }
     }
 }
 
@@ -229,7 +233,10 @@ mod tests {
     fn rounding_per_type() {
         // 1 + 2^-8 is not a bf16: ties to even gives 1.0; 1 + 3·2^-9 rounds up.
         assert_eq!(DType::Bf16.round(1.0 + 2f64.powi(-8)), 1.0);
-        assert_eq!(DType::Bf16.round(1.0 + 3.0 * 2f64.powi(-9)), 1.0 + 2f64.powi(-7));
+        assert_eq!(
+            DType::Bf16.round(1.0 + 3.0 * 2f64.powi(-9)),
+            1.0 + 2f64.powi(-7)
+        );
         assert_eq!(DType::F32.round(0.1), 0.1f32 as f64);
         assert_eq!(DType::I8.round(130.0), -126.0);
         assert_eq!(DType::I32.round(2f64.powi(31)), -(2f64.powi(31)));

@@ -191,9 +191,7 @@ impl Instance<'_> {
             Op::Const { dtype, value, .. } => {
                 Val::Data(vec![dtype.round(*value); out_ty().numel()])
             }
-            Op::Range { start, end } => {
-                Val::Data((*start..*end).map(f64::from).collect())
-            }
+            Op::Range { start, end } => Val::Data((*start..*end).map(f64::from).collect()),
             Op::Splat { a, .. } => {
                 let n = out_ty().numel();
                 match &vals[*a as usize] {
@@ -249,13 +247,16 @@ impl Instance<'_> {
                         });
                         continue;
                     }
-                    let at = usize::try_from(*off).ok().filter(|o| *o < len).ok_or_else(|| {
-                        format!(
-                            "loads element {off} of argument {arg}, which holds {len} {} \
+                    let at = usize::try_from(*off)
+                        .ok()
+                        .filter(|o| *o < len)
+                        .ok_or_else(|| {
+                            format!(
+                                "loads element {off} of argument {arg}, which holds {len} {} \
                              elements (out of bounds; mask the load)",
-                            elem.name()
-                        )
-                    })?;
+                                elem.name()
+                            )
+                        })?;
                     out.push(elem.read(&buf[at * elem.size()..]));
                 }
                 Val::Data(out)
@@ -271,13 +272,16 @@ impl Instance<'_> {
                     if mask.is_some_and(|m| d(&m)[i] == 0.0) {
                         continue;
                     }
-                    let at = usize::try_from(*off).ok().filter(|o| *o < len).ok_or_else(|| {
-                        format!(
-                            "stores element {off} of argument {arg}, which holds {len} {} \
+                    let at = usize::try_from(*off)
+                        .ok()
+                        .filter(|o| *o < len)
+                        .ok_or_else(|| {
+                            format!(
+                                "stores element {off} of argument {arg}, which holds {len} {} \
                              elements (out of bounds; mask the store)",
-                            elem.name()
-                        )
-                    })?;
+                                elem.name()
+                            )
+                        })?;
                     let site = StoreSite {
                         launch: self.launch,
                         program: self.pid,
@@ -322,7 +326,11 @@ impl Instance<'_> {
                         .zip(d(b))
                         .enumerate()
                         .map(|(i, (x, y))| {
-                            if c[if uniform { 0 } else { i }] != 0.0 { *x } else { *y }
+                            if c[if uniform { 0 } else { i }] != 0.0 {
+                                *x
+                            } else {
+                                *y
+                            }
                         })
                         .collect(),
                 )
@@ -399,11 +407,7 @@ impl Instance<'_> {
         input: DType,
         out: DType,
     ) -> Vec<f64> {
-        let (m, k, n) = (
-            ashape[0] as usize,
-            ashape[1] as usize,
-            bshape[1] as usize,
-        );
+        let (m, k, n) = (ashape[0] as usize, ashape[1] as usize, bshape[1] as usize);
         let emulate = self.bf16_emulation && input == DType::F32;
         let prep = |x: f64| if emulate { DType::Bf16.round(x) } else { x };
         let a: Vec<f64> = a.iter().map(|x| prep(*x)).collect();
@@ -476,7 +480,11 @@ fn bin(op: BinOp, t: DType, x: f64, y: f64) -> Result<f64, String> {
             0 => return zero(),
             _ => {
                 let q = a.wrapping_div(b);
-                (if a % b != 0 && ((a < 0) == (b < 0)) { q + 1 } else { q }) as f64
+                (if a % b != 0 && ((a < 0) == (b < 0)) {
+                    q + 1
+                } else {
+                    q
+                }) as f64
             }
         },
         BinOp::FloorDivSI => match b {

@@ -288,22 +288,50 @@ pub enum Op {
     /// once per program instance. Defaults to `1 1 1`.
     Grid([u32; 3]),
     /// `%v = ptr argK T`: the pointer parameter K (counted among pointer parameters).
-    Ptr { arg: u8, elem: DType },
+    Ptr {
+        arg: u8,
+        elem: DType,
+    },
     /// `tt.get_program_id` (axis 0..2), an i32.
     ProgramId(u8),
     /// `tt.get_num_programs` (axis 0..2), an i32.
     NumPrograms(u8),
     /// A splat constant (`arith.constant dense<v>`); scalar when `shape` is empty.
-    Const { dtype: DType, shape: Shape, value: f64 },
+    Const {
+        dtype: DType,
+        shape: Shape,
+        value: f64,
+    },
     /// `tt.make_range`: i32 `start..end`.
-    Range { start: i32, end: i32 },
-    Splat { a: V, shape: Shape },
-    Broadcast { a: V, shape: Shape },
-    ExpandDims { a: V, axis: u32 },
-    Reshape { a: V, shape: Shape },
-    Trans { a: V, perm: Vec<u32> },
+    Range {
+        start: i32,
+        end: i32,
+    },
+    Splat {
+        a: V,
+        shape: Shape,
+    },
+    Broadcast {
+        a: V,
+        shape: Shape,
+    },
+    ExpandDims {
+        a: V,
+        axis: u32,
+    },
+    Reshape {
+        a: V,
+        shape: Shape,
+    },
+    Trans {
+        a: V,
+        perm: Vec<u32>,
+    },
     /// Pointer arithmetic in elements of the pointee.
-    AddPtr { ptr: V, offset: V },
+    AddPtr {
+        ptr: V,
+        offset: V,
+    },
     /// `tt.load`: masked-off elements take `other` (NaN for floats, 0 for integers without).
     Load {
         ptr: V,
@@ -316,17 +344,52 @@ pub enum Op {
         value: V,
         mask: Option<V>,
     },
-    Bin { op: BinOp, a: V, b: V },
-    CmpF { pred: FPred, a: V, b: V },
-    CmpI { pred: IPred, a: V, b: V },
-    Select { cond: V, a: V, b: V },
-    Un { op: UnOp, a: V },
-    Fma { a: V, b: V, c: V },
-    Cast { op: CastOp, a: V, to: DType },
+    Bin {
+        op: BinOp,
+        a: V,
+        b: V,
+    },
+    CmpF {
+        pred: FPred,
+        a: V,
+        b: V,
+    },
+    CmpI {
+        pred: IPred,
+        a: V,
+        b: V,
+    },
+    Select {
+        cond: V,
+        a: V,
+        b: V,
+    },
+    Un {
+        op: UnOp,
+        a: V,
+    },
+    Fma {
+        a: V,
+        b: V,
+        c: V,
+    },
+    Cast {
+        op: CastOp,
+        a: V,
+        to: DType,
+    },
     /// `tt.dot`: `acc + a·b` with `a` M×K, `b` K×N, `acc` M×N (the result has acc's type).
-    Dot { a: V, b: V, acc: V },
+    Dot {
+        a: V,
+        b: V,
+        acc: V,
+    },
     /// `tt.reduce` with a single combiner op along `axis`.
-    Reduce { op: BinOp, a: V, axis: u32 },
+    Reduce {
+        op: BinOp,
+        a: V,
+        axis: u32,
+    },
 }
 
 impl Op {
@@ -374,10 +437,7 @@ impl Op {
 }
 
 fn name_of<T: PartialEq + Copy>(table: &[(T, &'static str)], op: T) -> &'static str {
-    table
-        .iter()
-        .find(|(o, _)| *o == op)
-        .map_or("?", |(_, n)| n)
+    table.iter().find(|(o, _)| *o == op).map_or("?", |(_, n)| n)
 }
 
 fn parse_in<T: Copy>(table: &[(T, &'static str)], name: &str) -> Option<T> {

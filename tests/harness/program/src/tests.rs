@@ -135,7 +135,10 @@ fn masked_blocks_over_the_grid() {
         "{err}"
     );
     let err = p.execute(&mut [&mut x, &mut y]).unwrap_err().to_string();
-    assert!(err.contains("3 buffer arguments") && err.contains("passed 2"), "{err}");
+    assert!(
+        err.contains("3 buffer arguments") && err.contains("passed 2"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -257,7 +260,11 @@ fn dot_accumulates_as_the_device_does() {
             f32s(&[9.0; 4]),
         );
         p.execute(&mut [&mut a, &mut b, &mut c]).unwrap();
-        assert_eq!(read_f32s(&c), [expect, 0.0, 0.0, 0.0], "emulation {emulation}");
+        assert_eq!(
+            read_f32s(&c),
+            [expect, 0.0, 0.0, 0.0],
+            "emulation {emulation}"
+        );
     }
 
     // bf16 inputs, f32 accumulator: the sum keeps what bf16 could not.
@@ -369,17 +376,23 @@ fn refuses_malformed_programs() {
     );
     for (text, why) in [
         ("args 1\n%0 = ptr arg3 f32\n", "argument 3 out of range"),
-        ("args 1\n%0 = range 0 4\n%1 = addf %0 %0\n", "addf does not take i32"),
+        (
+            "args 1\n%0 = range 0 4\n%1 = addf %0 %0\n",
+            "addf does not take i32",
+        ),
         ("args 1\n%1 = range 0 4\n", "named %0"),
         ("r0 = const 1\n", "expected `args <N>`"),
         ("args 1\n%0 = frobnicate %1 %2\n", "cannot read"),
-        ("args 1\n%0 = range 0 4\n%1 = broadcast %0 [8]\n", "cannot broadcast"),
-        ("args 1\n%0 = range 0 4\n%1 = reduce addi %0 1\n", "axis 1 of a rank-1"),
-        ("args 1\n%0 = range 0 4\ngrid 1 1 1\n", "grid comes first"),
         (
-            "args 1\n%0 = const f32 [4096,4096,4096] 0.0\n",
-            "too large",
+            "args 1\n%0 = range 0 4\n%1 = broadcast %0 [8]\n",
+            "cannot broadcast",
         ),
+        (
+            "args 1\n%0 = range 0 4\n%1 = reduce addi %0 1\n",
+            "axis 1 of a rank-1",
+        ),
+        ("args 1\n%0 = range 0 4\ngrid 1 1 1\n", "grid comes first"),
+        ("args 1\n%0 = const f32 [4096,4096,4096] 0.0\n", "too large"),
     ] {
         let e = Program::parse_text(text).unwrap_err().to_string();
         assert!(e.contains(why), "{text:?}: {e}");

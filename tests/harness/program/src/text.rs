@@ -300,8 +300,7 @@ fn parse_op(n: usize, body: &str) -> Result<Op, ProgramError> {
             acc: v(c)?,
         },
         ["reduce", name, a, x] => Op::Reduce {
-            op: BinOp::parse(name)
-                .ok_or_else(|| err(n, &format!("unknown combiner {name:?}")))?,
+            op: BinOp::parse(name).ok_or_else(|| err(n, &format!("unknown combiner {name:?}")))?,
             a: v(a)?,
             axis: small(x)?,
         },

@@ -240,7 +240,9 @@ mod tests {
     fn meaning_of_modules() {
         let p = "args 2\n%0 = ptr arg0 f32\n%1 = load %0\n%2 = ptr arg1 f32\nstore %2 %1\n";
         let m = format!("module attributes {{{PROGRAM} = {}}} {{}}", mlir_string(p));
-        assert!(matches!(meaning(&m), Meaning::Program(prog) if prog.num_args == 2 && prog.grids() == [[1, 1, 1]]));
+        assert!(
+            matches!(meaning(&m), Meaning::Program(prog) if prog.num_args == 2 && prog.grids() == [[1, 1, 1]])
+        );
         // The grid air-opt recorded is the program's.
         let m = format!(
             "module attributes {{{GRID} = array<i32: 4, 2, 1>, {PROGRAM} = {}}} {{}}",

@@ -25,6 +25,22 @@ pub fn program(kernel: &Kernel) -> Result<Program, String> {
         return Err("it stores nothing (no tt.store)".into());
     }
     let live = live_values(kernel);
+    let scalars: Vec<String> = kernel
+        .params
+        .iter()
+        .filter(|p| p.pointee().is_none() && live.contains(p.ssa.as_str()))
+        .map(|p| format!("{} ({})", p.ssa, p.ty))
+        .collect();
+    if !scalars.is_empty() {
+        return Err(format!(
+            "its stores depend on the scalar parameter{} {}, which the NPU never receives: \
+             upstream's launcher passes only pointer arguments and drops every other one, so \
+             the device would compute with a value it does not have; declare {} `tl.constexpr`",
+            if scalars.len() > 1 { "s" } else { "" },
+            scalars.join(", "),
+            if scalars.len() > 1 { "them" } else { "it" },
+        ));
+    }
     let mut t = Translator {
         kernel,
         values: HashMap::new(),
@@ -79,7 +95,9 @@ fn dtype(elem: &str) -> Result<DType, String> {
         "i32" => Ok(DType::I32),
         "i64" => Ok(DType::I64),
         "i1" => Ok(DType::I1),
-        other => Err(format!("it uses the element type {other}, which the harness lacks")),
+        other => Err(format!(
+            "it uses the element type {other}, which the harness lacks"
+        )),
     }
 }
 
@@ -153,11 +171,7 @@ impl Translator<'_> {
                     Ok(v)
                 }
                 None => Err(format!(
-                    "its stores depend on the scalar parameter {ssa} ({}), which the NPU never \
-                     receives: upstream's launcher passes only pointer arguments and drops \
-                     every other one, so the device would compute with a value it does not \
-                     have; declare it `tl.constexpr`",
-                    p.ty
+                    "the scalar parameter {ssa} is read where the harness cannot follow it"
                 )),
             };
         }
@@ -231,7 +245,9 @@ impl Translator<'_> {
             }
             "tt.expand_dims" => {
                 let a = self.operand(op, 0)?;
-                let axis = op.int_attr("axis").ok_or("tt.expand_dims without an axis")?;
+                let axis = op
+                    .int_attr("axis")
+                    .ok_or("tt.expand_dims without an axis")?;
                 self.push(Op::ExpandDims {
                     a,
                     axis: axis as u32,
@@ -301,10 +317,7 @@ impl Translator<'_> {
             }
             "tt.precise_sqrt" => {
                 let a = self.operand(op, 0)?;
-                self.push(Op::Un {
-                    op: UnOp::Sqrt,
-                    a,
-                })
+                self.push(Op::Un { op: UnOp::Sqrt, a })
             }
             "tt.precise_divf" => {
                 let (a, b) = (self.operand(op, 0)?, self.operand(op, 1)?);
@@ -342,9 +355,11 @@ impl Translator<'_> {
                     self.operand(op, 2)?,
                 );
                 if Self::result(op)?.shape.len() != 2 {
-                    return Err("it multiplies batched (3-D) blocks, which the harness does \
+                    return Err(
+                        "it multiplies batched (3-D) blocks, which the harness does \
                                 not model"
-                        .into());
+                            .into(),
+                    );
                 }
                 self.push(Op::Dot { a, b, acc })
             }
@@ -361,9 +376,7 @@ impl Translator<'_> {
                     let a = self.operand(op, 0)?;
                     self.push(Op::Un { op: un, a })
                 } else {
-                    return Err(format!(
-                        "it uses {name}, which the harness does not model"
-                    ));
+                    return Err(format!("it uses {name}, which the harness does not model"));
                 }
             }
         };
@@ -374,9 +387,11 @@ impl Translator<'_> {
     /// `tt.reduce` whose combiner is one `arith` op on the two block arguments.
     fn reduce(&mut self, op: &TOp) -> Result<V, String> {
         if op.operands.len() != 1 || op.results.len() != 1 {
-            return Err("it reduces several tensors at once (e.g. argmax), which the harness \
+            return Err(
+                "it reduces several tensors at once (e.g. argmax), which the harness \
                         does not model"
-                .into());
+                    .into(),
+            );
         }
         let region = op.region.as_deref().unwrap_or(&[]);
         let combiners: Vec<&TOp> = region
@@ -447,7 +462,10 @@ mod tests {
     fn constants() {
         assert_eq!(constant("dense<2.500000e+00>", "f32"), Some(2.5));
         assert_eq!(constant("3", "i32"), Some(3.0));
-        assert_eq!(constant("dense<0xFF800000>", "f32"), Some(f64::NEG_INFINITY));
+        assert_eq!(
+            constant("dense<0xFF800000>", "f32"),
+            Some(f64::NEG_INFINITY)
+        );
         assert_eq!(constant("dense<0x3F80>", "bf16"), Some(1.0));
         assert_eq!(constant("dense<0xBC00>", "f16"), Some(-1.0));
         assert_eq!(constant("dense<true>", "i1"), Some(1.0));
@@ -492,6 +510,9 @@ mod tests {
         let k = ttir::parse(&looped).unwrap();
         assert_eq!(k.ops[6].name, "scf.for");
         let why = program(&k).unwrap_err();
-        assert!(why.contains("control flow") && why.contains("static_range"), "{why}");
+        assert!(
+            why.contains("control flow") && why.contains("static_range"),
+            "{why}"
+        );
     }
 }

@@ -40,7 +40,10 @@ impl TType {
     /// Reads `tensor<4x64xf32>`, `tensor<4x!tt.ptr<f32>>`, `!tt.ptr<bf16>`, `i32`.
     pub fn parse(text: &str) -> Option<TType> {
         let text = text.trim();
-        if let Some(inner) = text.strip_prefix("tensor<").and_then(|t| t.strip_suffix('>')) {
+        if let Some(inner) = text
+            .strip_prefix("tensor<")
+            .and_then(|t| t.strip_suffix('>'))
+        {
             let mut shape = Vec::new();
             let mut rest = inner;
             while let Some((dim, tail)) = rest.split_once('x') {
@@ -55,7 +58,10 @@ impl TType {
             let elem = TType::parse(rest)?;
             return Some(TType { shape, ..elem });
         }
-        if let Some(p) = text.strip_prefix("!tt.ptr<").and_then(|t| t.strip_suffix('>')) {
+        if let Some(p) = text
+            .strip_prefix("!tt.ptr<")
+            .and_then(|t| t.strip_suffix('>'))
+        {
             return Some(TType {
                 shape: vec![],
                 elem: p.split(',').next().unwrap_or(p).trim().to_owned(),
@@ -230,7 +236,11 @@ pub fn parse(ttir: &str) -> Result<Kernel, String> {
     // Skip the attribute dictionary (`attributes {noinline = false}`) before the body.
     let body_open = if rest[..body_open].trim_end().ends_with("attributes") {
         let dict_end = matching(rest, body_open).ok_or("unterminated attributes")?;
-        dict_end + 1 + rest[dict_end + 1..].find('{').ok_or("tt.func without a body")?
+        dict_end
+            + 1
+            + rest[dict_end + 1..]
+                .find('{')
+                .ok_or("tt.func without a body")?
     } else {
         body_open
     };
@@ -613,7 +623,10 @@ mod tests {
     #[test]
     fn types() {
         let t = TType::parse("tensor<4x64x!tt.ptr<bf16>>").unwrap();
-        assert_eq!((t.shape.as_slice(), t.elem.as_str(), t.pointer), (&[4, 64][..], "bf16", true));
+        assert_eq!(
+            (t.shape.as_slice(), t.elem.as_str(), t.pointer),
+            (&[4, 64][..], "bf16", true)
+        );
         assert_eq!(TType::parse("i1").unwrap().shape, Vec::<u32>::new());
         assert_eq!(TType::parse("tensor<8xi64>").unwrap().numel(), 8);
         assert_eq!(TType::parse("memref<4xf32>"), None);
@@ -623,7 +636,10 @@ mod tests {
         assert_eq!(op.operand_types().len(), 2);
         let cast = parse_op("%t = arith.truncf %s : tensor<4xf32> to tensor<4xbf16>").unwrap();
         assert_eq!(cast.result_type().unwrap().elem, "bf16");
-        let trans = parse_op("%t = tt.trans %x {order = array<i32: 1, 0>} : tensor<4x8xf32> -> tensor<8x4xf32>").unwrap();
+        let trans = parse_op(
+            "%t = tt.trans %x {order = array<i32: 1, 0>} : tensor<4x8xf32> -> tensor<8x4xf32>",
+        )
+        .unwrap();
         assert_eq!(trans.array_attr("order"), Some(vec![1, 0]));
         assert_eq!(result_names("%a:2"), ["%a#0", "%a#1"]);
         assert_eq!(

@@ -476,11 +476,10 @@ impl Emitter<'_> {
                 },
             ));
         }
-        let op: &TOp = self
-            .defs
-            .get(ssa)
-            .copied()
-            .ok_or_else(|| format!("the pointer {ssa} comes from nothing the stand-in reads"))?;
+        let op: &TOp =
+            self.defs.get(ssa).copied().ok_or_else(|| {
+                format!("the pointer {ssa} comes from nothing the stand-in reads")
+            })?;
         let ty = op
             .result_type()
             .ok_or_else(|| format!("{} has no readable type", op.name))?;

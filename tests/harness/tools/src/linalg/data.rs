@@ -44,11 +44,10 @@ impl Emitter<'_> {
         if let Some(p) = self.data_of_param(ssa) {
             return p;
         }
-        let op = self
-            .defs
-            .get(ssa)
-            .copied()
-            .ok_or_else(|| format!("the value {ssa} is defined by nothing the stand-in reads"))?;
+        let op =
+            self.defs.get(ssa).copied().ok_or_else(|| {
+                format!("the value {ssa} is defined by nothing the stand-in reads")
+            })?;
         let saved = std::mem::replace(&mut self.loc, op.loc.clone());
         let r = self.data_op(op);
         self.loc = saved;
@@ -159,7 +158,13 @@ impl Emitter<'_> {
     }
 
     /// One op on scalars; returns the result's name.
-    fn scalar_op(&mut self, op: &str, args: &[String], arg_elems: &[String], result: &str) -> String {
+    fn scalar_op(
+        &mut self,
+        op: &str,
+        args: &[String],
+        arg_elems: &[String],
+        result: &str,
+    ) -> String {
         let name = self.names.num();
         let (opname, pred) = match op.split_once(' ') {
             Some((n, p)) => (n, Some(p)),
@@ -181,10 +186,19 @@ impl Emitter<'_> {
 
     /// One elementwise op: on scalars directly, on tensors as one `linalg.generic` whose
     /// `outs` reuses an input of the result's type (else a `tensor.empty`).
-    pub(super) fn elementwise(&mut self, op: &str, ins: &[Val], result: &str) -> Result<Val, String> {
+    pub(super) fn elementwise(
+        &mut self,
+        op: &str,
+        ins: &[Val],
+        result: &str,
+    ) -> Result<Val, String> {
         let names: Vec<String> = ins.iter().map(|v| v.name.clone()).collect();
         let elems: Vec<String> = ins.iter().map(|v| v.ty.elem.clone()).collect();
-        let Some(shape) = ins.iter().find(|v| !v.is_scalar()).map(|v| v.ty.shape.clone()) else {
+        let Some(shape) = ins
+            .iter()
+            .find(|v| !v.is_scalar())
+            .map(|v| v.ty.shape.clone())
+        else {
             let name = self.scalar_op(op, &names, &elems, result);
             return Ok(Val {
                 name,
@@ -520,9 +534,18 @@ impl Emitter<'_> {
         block.push(format!("{o}: {elem}"));
         self.raw(&format!("^bb0({}):", block.join(", ")));
         self.depth += 1;
-        let at = self.scalar_op("arith.index_cast", &[args[0].clone()], &[ins[0].ty.elem.clone()], "index");
+        let at = self.scalar_op(
+            "arith.index_cast",
+            &[args[0].clone()],
+            &[ins[0].ty.elem.clone()],
+            "index",
+        );
         let value = if op.operands.len() > 1 {
-            let other_name = if other.is_scalar() { other.name.clone() } else { args[2].clone() };
+            let other_name = if other.is_scalar() {
+                other.name.clone()
+            } else {
+                args[2].clone()
+            };
             let v = self.names.num();
             self.raw(&format!("{v} = scf.if {} -> ({elem}) {{", args[1]));
             self.depth += 1;
@@ -620,7 +643,12 @@ impl Emitter<'_> {
         let (param, offsets) = self.offsets(&op.operands[0])?;
         let (buf, buf_ty) = self.whole_buffer(param, &elem);
         if v.is_scalar() {
-            let at = self.scalar_op("arith.index_cast", &[offsets.name.clone()], &[offsets.ty.elem.clone()], "index");
+            let at = self.scalar_op(
+                "arith.index_cast",
+                &[offsets.name.clone()],
+                &[offsets.ty.elem.clone()],
+                "index",
+            );
             self.line(&format!("memref.store {}, {buf}[{at}] : {buf_ty}", v.name));
             return Ok(());
         }
@@ -634,8 +662,14 @@ impl Emitter<'_> {
             "linalg.generic {{indexing_maps = [{}], iterator_types = [{}]}} ins({} : {}) {{",
             vec![map.as_str(); ins.len()].join(", "),
             parallel(rank),
-            ins.iter().map(|x| x.name.as_str()).collect::<Vec<_>>().join(", "),
-            ins.iter().map(|x| x.mlir_type()).collect::<Vec<_>>().join(", "),
+            ins.iter()
+                .map(|x| x.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            ins.iter()
+                .map(|x| x.mlir_type())
+                .collect::<Vec<_>>()
+                .join(", "),
         ));
         let args: Vec<String> = ins.iter().map(|_| self.names.named("in")).collect();
         let block: Vec<String> = args
@@ -645,7 +679,12 @@ impl Emitter<'_> {
             .collect();
         self.raw(&format!("^bb0({}):", block.join(", ")));
         self.depth += 1;
-        let at = self.scalar_op("arith.index_cast", &[args[0].clone()], &[ins[0].ty.elem.clone()], "index");
+        let at = self.scalar_op(
+            "arith.index_cast",
+            &[args[0].clone()],
+            &[ins[0].ty.elem.clone()],
+            "index",
+        );
         if ins.len() > 2 {
             self.raw(&format!("scf.if {} {{", args[2]));
             self.depth += 1;
@@ -727,9 +766,7 @@ impl Emitter<'_> {
         ));
         let rank = x.ty.shape.len();
         let (input, dim) = if rank > 1 && axis == rank - 1 {
-            let perm: Vec<u32> = std::iter::once(axis as u32)
-                .chain(0..axis as u32)
-                .collect();
+            let perm: Vec<u32> = std::iter::once(axis as u32).chain(0..axis as u32).collect();
             (self.transpose(&x, &perm), 0)
         } else {
             (x, axis)

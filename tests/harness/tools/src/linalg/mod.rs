@@ -42,13 +42,18 @@ pub fn emit(kernel: &Kernel, meaning: &Result<Program, String>, debuginfo: bool)
     module_attrs.push(format!("{} = {num_ptrs} : i32", attrs::POINTER_ARGS));
     module_attrs.sort();
 
-    let debuginfo = debuginfo && kernel.locs_before.iter().chain(&kernel.locs_after).any(|l| l.starts_with("#loc = "));
+    let debuginfo = debuginfo
+        && kernel
+            .locs_before
+            .iter()
+            .chain(&kernel.locs_after)
+            .any(|l| l.starts_with("#loc = "));
     let mut e = Emitter::new(kernel, debuginfo);
     let body = match e.body() {
         Ok(()) => std::mem::take(&mut e.out),
-        Err(why) => format!(
-            "    // npu-harness: the stand-in cannot print this kernel's Linalg ({why})\n"
-        ),
+        Err(why) => {
+            format!("    // npu-harness: the stand-in cannot print this kernel's Linalg ({why})\n")
+        }
     };
 
     let mut out = String::new();
@@ -61,7 +66,12 @@ pub fn emit(kernel: &Kernel, meaning: &Result<Program, String>, debuginfo: bool)
         let _ = writeln!(out, "{} = {m}", map_alias(i));
     }
     let _ = writeln!(out, "module attributes {{{}}} {{", module_attrs.join(", "));
-    let _ = writeln!(out, "  func.func @{}({}) {{", kernel.name, e.signature().join(", "));
+    let _ = writeln!(
+        out,
+        "  func.func @{}({}) {{",
+        kernel.name,
+        e.signature().join(", ")
+    );
     out.push_str(&body);
     let suffix = if debuginfo { " loc(#loc)" } else { "" };
     let _ = writeln!(out, "    return{suffix}");
