@@ -19,6 +19,7 @@ mod check;
 mod dtype;
 mod exec;
 mod ops;
+pub mod samples;
 mod text;
 
 pub use check::{Elem, MAX_BLOCK, Type};

@@ -8,12 +8,12 @@ use npu_runtime::xrt::XrtRuntime;
 use npu_runtime::{DispatchOptions, Program, Runtime};
 
 /// A harness program and what it computes.
-type Case = (&'static str, fn(f32, f32) -> f32);
+type Case = (fn(usize) -> String, fn(f32, f32) -> f32);
 
 const PROGRAMS: [Case; 3] = [
-    (ADD, |a, b| a + b),
-    (MUL, |a, b| a * b),
-    (SUB, |a, b| a - b),
+    (add, |a, b| a + b),
+    (mul, |a, b| a * b),
+    (sub, |a, b| a - b),
 ];
 
 fn load_all(rt: &XrtRuntime, dir: &std::path::Path) -> Vec<Program> {
@@ -21,7 +21,7 @@ fn load_all(rt: &XrtRuntime, dir: &std::path::Path) -> Vec<Program> {
         .iter()
         .enumerate()
         .map(|(i, (text, _))| {
-            rt.load(&npu1_artifact(&dir.join(i.to_string()), text))
+            rt.load(&npu1_artifact(&dir.join(i.to_string()), &text(1)))
                 .unwrap()
         })
         .collect()
@@ -108,7 +108,7 @@ fn exhaustion_that_persists_is_reported_with_advice() {
     let dir = tempfile::tempdir().unwrap();
     let rt = open(&[("AMD_TRITON_NPU_XRT_MAX_SESSIONS", "3")]);
     let err = rt
-        .load(&npu1_artifact(dir.path(), ADD))
+        .load(&npu1_artifact(dir.path(), &add(1)))
         .unwrap_err()
         .to_string();
     assert!(err.contains("CREATE_HWCTX"), "{err}");
@@ -124,8 +124,14 @@ fn every_dispatch_of_a_session_starts_its_one_run_again() {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     for (device, artifact) in [
-        ("NPU Phoenix", npu1_artifact(&dir.path().join("npu1"), ADD)),
-        ("NPU Strix", npu2_artifact(&dir.path().join("npu2"), ADD)),
+        (
+            "NPU Phoenix",
+            npu1_artifact(&dir.path().join("npu1"), &add(2)),
+        ),
+        (
+            "NPU Strix",
+            npu2_artifact(&dir.path().join("npu2"), &add(2)),
+        ),
     ] {
         set_env("NPU_HARNESS_XRT_DEVICE", device);
         let rt = open(&[]);
@@ -182,7 +188,7 @@ fn a_dispatch_with_fewer_buffers_gets_a_run_without_the_old_ones() {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let rt = open(&[]);
-    let program = rt.load(&npu2_artifact(dir.path(), ADD)).unwrap();
+    let program = rt.load(&npu2_artifact(dir.path(), &add(1))).unwrap();
     let (mut a, mut b, mut c) = (f32s(&[1.0]), f32s(&[2.0]), f32s(&[0.0]));
     rt.dispatch(
         &program,
