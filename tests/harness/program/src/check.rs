@@ -60,9 +60,7 @@ pub fn check(p: &Program) -> Result<Vec<Types>, ProgramError> {
                 if grid_seen || ops_in_launch > 0 {
                     return Err(fail("a grid comes first in its launch, once".into()));
                 }
-                if g.iter().any(|d| *d == 0)
-                    || g.iter().map(|d| *d as u64).product::<u64>() > 1 << 20
-                {
+                if g.contains(&0) || g.iter().map(|d| *d as u64).product::<u64>() > 1 << 20 {
                     return Err(fail(
                         "grid sizes must be positive (at most 2^20 instances)".into(),
                     ));

@@ -150,6 +150,8 @@ pub fn program(text: &str) -> Vec<u8> {
         .encode()
 }
 
+// Each test binary uses some of them.
+#[allow(unused_imports)]
 pub use npu_harness_program::samples::{add_and_clobber, add_f32, increment, scale_sub};
 
 /// A PDI-looking blob (the sync pattern real PDIs start with).

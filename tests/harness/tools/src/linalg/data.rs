@@ -274,7 +274,12 @@ impl Emitter<'_> {
         let mut v = self.scalar_op("arith.index_cast", &[i], &["index".into()], &ty.elem);
         if start != 0 {
             let c = self.constant(&ty.elem, &start.to_string());
-            v = self.scalar_op("arith.addi", &[v, c], &[ty.elem.clone()], &ty.elem);
+            v = self.scalar_op(
+                "arith.addi",
+                &[v, c],
+                std::slice::from_ref(&ty.elem),
+                &ty.elem,
+            );
         }
         self.raw(&format!("linalg.yield {v} : {}", ty.elem));
         self.depth -= 1;
@@ -645,8 +650,8 @@ impl Emitter<'_> {
         if v.is_scalar() {
             let at = self.scalar_op(
                 "arith.index_cast",
-                &[offsets.name.clone()],
-                &[offsets.ty.elem.clone()],
+                std::slice::from_ref(&offsets.name),
+                std::slice::from_ref(&offsets.ty.elem),
                 "index",
             );
             self.line(&format!("memref.store {}, {buf}[{at}] : {buf_ty}", v.name));

@@ -274,7 +274,7 @@ impl<'a> Emitter<'a> {
         } else if ty.starts_with('i') && lit.parse::<i64>().is_ok() {
             format!("c{}_{ty}", lit.replace('-', "_neg"))
         } else if ty == "i1" {
-            format!("{lit}")
+            lit.to_owned()
         } else {
             "cst".to_owned()
         };
