@@ -12,7 +12,7 @@ from triton.backends.amd_triton_npu.driver import NPUDriver
 
 
 @triton.jit
-def attention_kernel(Q, K, V, O, SEQ: tl.constexpr, HEAD_DIM: tl.constexpr, SCALE: tl.constexpr):
+def attention_kernel(Q, K, V, Out, SEQ: tl.constexpr, HEAD_DIM: tl.constexpr, SCALE: tl.constexpr):
     head = tl.program_id(0)
     rows = tl.arange(0, SEQ)
     d = tl.arange(0, HEAD_DIM)
@@ -25,7 +25,7 @@ def attention_kernel(Q, K, V, O, SEQ: tl.constexpr, HEAD_DIM: tl.constexpr, SCAL
     p = tl.exp(s - tl.max(s, axis=1, keep_dims=True))
     p = p / tl.sum(p, axis=1, keep_dims=True)
     o = tl.dot(p.to(tl.bfloat16), v)
-    tl.store(O + offs, o.to(tl.bfloat16))
+    tl.store(Out + offs, o.to(tl.bfloat16))
 
 
 if __name__ == "__main__":
