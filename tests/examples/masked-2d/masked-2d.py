@@ -1,5 +1,5 @@
-# A 2-D kernel over a matrix that the blocks do not divide, read through strides (a transposed
-# view), with masks on both dimensions and `other` for the masked-off lanes, and the program ids
+# A 2-D kernel over a matrix that the blocks do not divide, read through strides (stored
+# transposed), with masks on both dimensions and `other` for the masked-off lanes, and the program ids
 # used as values, upstream-example style (see ../vec-add/vec-add.py). Sizes and strides are
 # tl.constexpr: only pointers reach the NPU.
 
@@ -36,11 +36,13 @@ if __name__ == "__main__":
     triton.runtime.driver.set_active(NPUDriver())
     torch.manual_seed(14)
     M, N, BM, BN = 50, 70, 16, 32
-    base = torch.randn(N, M, dtype=torch.float32)
-    x = base.t()  # M×N with strides (1, M): a transposed view of contiguous storage
+    # The matrix is stored transposed (N×M, contiguous): the kernel reads x[m, n] at
+    # m * 1 + n * M, strides it receives as constexprs. Only contiguous tensors reach the NPU.
+    stored = torch.randn(N, M, dtype=torch.float32)
+    x = stored.t()
     y = torch.full((M, N), -99.0, dtype=torch.float32)
     grid = (triton.cdiv(M, BM), triton.cdiv(N, BN))
-    masked_2d_kernel[grid](x, y, M, N, x.stride(0), x.stride(1), BLOCK_M=BM, BLOCK_N=BN)
+    masked_2d_kernel[grid](stored, y, M, N, x.stride(0), x.stride(1), BLOCK_M=BM, BLOCK_N=BN)
     ref = torch.empty(M, N)
     for bm in range(grid[0]):
         for bn in range(grid[1]):
