@@ -51,8 +51,7 @@ def test_the_linalg_of_every_fixture_verifies_with_upstream_mlir(debuginfo: bool
             except Exception as e:  # noqa: BLE001 - the message is the diagnostic
                 pytest.fail(f"{fixture.name} does not parse: {e}\n{text}")
             assert module.operation.verify(), fixture.name
-        ops = text.count("linalg.generic") + text.count("linalg.matmul")
-        assert ops >= 1, fixture.name
+        assert "linalg." in text and "func.func @" in text, fixture.name
 
 
 KERNELS = textwrap.dedent(
