@@ -51,6 +51,12 @@ KERNELS = textwrap.dedent(
         tl.store(out_ptr + offs, ALPHA * tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
 
     @triton.jit
+    def add_unmasked_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        # n is a plain scalar: the launcher parses it (and drops it); no store depends on it.
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs) + tl.load(y_ptr + offs))
+
+    @triton.jit
     def rowsum_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
         offs = tl.arange(0, BLOCK)
         tl.store(out_ptr, tl.sum(tl.load(x_ptr + offs), axis=0))
@@ -218,7 +224,7 @@ def test_launcher_argument_errors_and_hooks(tmp_path: Path):
         """
         import json
         x, y = torch.randn(N), torch.randn(N); out = torch.empty(N)
-        k = add_kernel[(N // 1024,)](x, y, out, N, BLOCK=1024)
+        k = add_unmasked_kernel[(N // 1024,)](x, y, out, N, BLOCK=1024)
         launcher = k._run
         calls = []
         enter = lambda md: calls.append(("enter", md))
