@@ -11,7 +11,9 @@ from triton_npu import NPUDriver
 
 
 @triton.jit
-def axpy_kernel(x_ptr, y_ptr, out_ptr, n_elements, ALPHA: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+def axpy_kernel(
+    x_ptr, y_ptr, out_ptr, n_elements: tl.constexpr, ALPHA: tl.constexpr, BLOCK_SIZE: tl.constexpr
+):
     offsets = tl.program_id(axis=0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
     mask = offsets < n_elements
     x = tl.load(x_ptr + offsets, mask=mask)

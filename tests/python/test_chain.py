@@ -27,21 +27,21 @@ PRELUDE = textwrap.dedent(
     from triton_npu.multilaunch import MultiLaunchBuilder, MultiLaunchRunner, NPUChain
 
     @triton.jit
-    def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    def add_kernel(x_ptr, y_ptr, out_ptr, n: tl.constexpr, BLOCK: tl.constexpr):
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         m = offs < n
         x = tl.load(x_ptr + offs, mask=m)
         tl.store(out_ptr + offs, x + tl.load(y_ptr + offs, mask=m), mask=m)
 
     @triton.jit
-    def mul_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    def mul_kernel(x_ptr, y_ptr, out_ptr, n: tl.constexpr, BLOCK: tl.constexpr):
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         m = offs < n
         x = tl.load(x_ptr + offs, mask=m)
         tl.store(out_ptr + offs, x * tl.load(y_ptr + offs, mask=m), mask=m)
 
     @triton.jit
-    def relu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    def relu_kernel(x_ptr, out_ptr, n: tl.constexpr, BLOCK: tl.constexpr):
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         m = offs < n
         tl.store(out_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=m), 0.0), mask=m)

@@ -25,13 +25,13 @@ KERNELS = textwrap.dedent(
     from triton_npu import NPUDriver
 
     @triton.jit
-    def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    def add_kernel(x_ptr, y_ptr, out_ptr, n: tl.constexpr, BLOCK: tl.constexpr):
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         m = offs < n
         tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
 
     @triton.jit
-    def sub_mul_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    def sub_mul_kernel(x_ptr, y_ptr, out_ptr, n: tl.constexpr, BLOCK: tl.constexpr):
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         m = offs < n
         x = tl.load(x_ptr + offs, mask=m)
@@ -39,21 +39,33 @@ KERNELS = textwrap.dedent(
         tl.store(out_ptr + offs, (x - y) * y, mask=m)
 
     @triton.jit
-    def relu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    def relu_kernel(x_ptr, out_ptr, n: tl.constexpr, BLOCK: tl.constexpr):
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         m = offs < n
         tl.store(out_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=m), 0.0), mask=m)
 
     @triton.jit
-    def axpy_kernel(x_ptr, y_ptr, out_ptr, n, ALPHA: tl.constexpr, BLOCK: tl.constexpr):
+    def axpy_kernel(x_ptr, y_ptr, out_ptr, n: tl.constexpr, ALPHA: tl.constexpr, BLOCK: tl.constexpr):
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         m = offs < n
         tl.store(out_ptr + offs, ALPHA * tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
 
     @triton.jit
+    def add_unmasked_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        # n is a plain scalar: the launcher parses it (and drops it); no store depends on it.
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs) + tl.load(y_ptr + offs))
+
+    @triton.jit
     def rowsum_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
         offs = tl.arange(0, BLOCK)
         tl.store(out_ptr, tl.sum(tl.load(x_ptr + offs), axis=0))
+
+    @triton.jit
+    def scale_kernel(x_ptr, out_ptr, alpha, BLOCK: tl.constexpr):
+        # alpha is not a constexpr: the launcher drops it, the NPU never receives it.
+        offs = tl.arange(0, BLOCK)
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs) * alpha)
 
     triton.runtime.driver.set_active(NPUDriver(sys.argv[1]))
     N = 4096
@@ -212,7 +224,7 @@ def test_launcher_argument_errors_and_hooks(tmp_path: Path):
         """
         import json
         x, y = torch.randn(N), torch.randn(N); out = torch.empty(N)
-        k = add_kernel[(N // 1024,)](x, y, out, N, BLOCK=1024)
+        k = add_unmasked_kernel[(N // 1024,)](x, y, out, N, BLOCK=1024)
         launcher = k._run
         calls = []
         enter = lambda md: calls.append(("enter", md))
@@ -317,17 +329,31 @@ def test_a_kernel_the_harness_cannot_compute_fails_loudly(tmp_path: Path):
     result = run_kernels(
         """
         import json
-        x = torch.randn(1024); out = torch.zeros(1)
+        x = torch.randn(1024); out = torch.zeros(1024)
         try:
-            rowsum_kernel[(1,)](x, out, BLOCK=1024)
+            scale_kernel[(1,)](x, out, 2.0, BLOCK=1024)
             print(json.dumps({"error": None}))
         except RuntimeError as e:
-            print(json.dumps({"error": str(e), "untouched": float(out[0]) == 0.0}))
+            print(json.dumps({"error": str(e), "untouched": bool((out == 0.0).all())}))
         """,
         "hsa",
         harness_env(tmp_path),
     )
     assert result["error"] and result["untouched"]
+
+
+def test_reductions_compute(tmp_path: Path):
+    result = run_kernels(
+        """
+        import json
+        x = torch.randn(1024); out = torch.zeros(1)
+        rowsum_kernel[(1,)](x, out, BLOCK=1024)
+        print(json.dumps({"got": float(out[0]), "want": float(x.sum())}))
+        """,
+        "hsa",
+        harness_env(tmp_path),
+    )
+    assert abs(result["got"] - result["want"]) < 1e-3, result
 
 
 def test_benchmarker_reports_device_time(tmp_path: Path):

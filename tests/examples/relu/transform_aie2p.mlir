@@ -1,34 +1,30 @@
-// relu: tiling schedule for out = max(x, 0) over f32 vectors (written for
-// triton-npu's examples; air-opt reads it through AIR_TRANSFORM_TILING_SCRIPT when the example
-// runs on aie2p): bufferize, cut every linalg.generic into 256-element tiles spread over the
-// cores of one column group, stage each tile's operands in L1 and turn the tile loop into an
-// air.herd.
+// relu: tiling schedule for triton-npu's example (out = max(x, 0) over f32 vectors, masked), for aie2p; air-opt reads it
+// through AIR_TRANSFORM_TILING_SCRIPT. The library sequences it includes are expanded by the
+// backend before air-opt sees the script. Elementwise with operand types the library's pad
+// sequences do not cover: fuse into one generic, flatten, allocate the result in L2 and split
+// it over the 8 columns (one scf.forall), bufferize, then promote the tile's operands into L1
+// inside the loop (air.linalg_promote), which becomes the herd.
 module attributes {transform.with_named_sequence} {
-  transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
-    %fn = transform.structured.match ops{["func.func"]} in %root
+  transform.named_sequence @__transform_main(%arg1: !transform.any_op {transform.readonly}) {
+    transform.include @canonicalize_with_fold_dims failures(propagate) (%arg1)
+        : (!transform.any_op) -> ()
+    transform.include @fuse_elementwise_and_canonicalize failures(propagate) (%arg1)
+        : (!transform.any_op) -> ()
+    transform.include @flatten_tile_forall_aie2p failures(propagate) (%arg1)
+        : (!transform.any_op) -> ()
+    transform.include @canonicalize_with_cse failures(propagate) (%arg1)
+        : (!transform.any_op) -> ()
+    transform.include @one_shot_bufferize failures(propagate) (%arg1)
+        : (!transform.any_op) -> ()
+    transform.include @post_bufferize_cleanup failures(propagate) (%arg1)
+        : (!transform.any_op) -> ()
+    %tile = transform.structured.match ops{["linalg.generic"]} in %arg1
         : (!transform.any_op) -> !transform.any_op
-    transform.apply_patterns to %fn {
-      transform.apply_patterns.canonicalization
-    } : !transform.any_op
-    transform.apply_cse to %fn : !transform.any_op
-    %fn_buf = transform.bufferization.one_shot_bufferize %fn
+    %tile_l1 = transform.air.linalg_promote %tile {"memory_space"="L1"}
         : (!transform.any_op) -> !transform.any_op
-
-    %ops = transform.structured.match ops{["linalg.generic"]} in %root
-        : (!transform.any_op) -> !transform.any_op
-    %tile, %loop = transform.structured.tile_using_forall %ops tile_sizes [256]
-        : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
-
-    // L1 staging before the loop conversion, which invalidates handles to ops inside it.
-    %staged = transform.air.linalg_promote %tile {"memory_space"="L1"}
-        : (!transform.any_op) -> !transform.any_op
-    %par = transform.loop.forall_to_parallel %loop
-        : (!transform.any_op) -> !transform.any_op
-    %herd = transform.air.par_to_herd %par
-        : (!transform.any_op) -> !transform.any_op
-    %moves = transform.structured.match ops{["memref.copy", "linalg.copy"]} in %herd
-        : (!transform.any_op) -> !transform.any_op
-    %dma = transform.air.copy_to_dma %moves
+    transform.include @vectorize_generics_at_16 failures(propagate) (%arg1)
+        : (!transform.any_op) -> ()
+    %vh = transform.include @air_herd_mapping_and_vectorize failures(propagate) (%arg1)
         : (!transform.any_op) -> !transform.any_op
     transform.yield
   }

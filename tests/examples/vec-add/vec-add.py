@@ -1,6 +1,9 @@
 # Vector addition, written the way amd/Triton-XDNA's examples are: a @triton.jit kernel, torch
 # CPU tensors, the NPU driver selected through the upstream import path, and the result checked
-# against torch. Run it from this directory (`triton-npu test-examples` does).
+# against torch at upstream's tolerance. Run it from this directory (`triton-npu test-examples`
+# does). Only pointer arguments reach the NPU, so the element count is a tl.constexpr (as in
+# upstream's examples): a plain `n_elements` would be dropped by the launcher and the device
+# would mask with a value it never received.
 
 import torch
 import triton
@@ -9,7 +12,7 @@ from triton.backends.amd_triton_npu.driver import NPUDriver
 
 
 @triton.jit
-def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+def add_kernel(x_ptr, y_ptr, out_ptr, n_elements: tl.constexpr, BLOCK_SIZE: tl.constexpr):
     pid = tl.program_id(axis=0)
     offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
     mask = offsets < n_elements

@@ -111,7 +111,7 @@ fn symbols_exist_only_after_freeze_and_variables_only_before_load() {
     let hsa = Hsa::new();
     let elf = support::elf32::full_elf(&[support::elf32::Instance {
         name: "sequence",
-        control: program(INCREMENT),
+        control: program(&increment(2)),
         args: 1,
         variables: &[("scratch-pad-ctrl", 32)],
     }]);
@@ -311,7 +311,7 @@ impl Drop for Queue<'_> {
 }
 
 fn loaded_kernel(hsa: &Hsa) -> u64 {
-    let hsaco = pdi_insts_hsaco("aie2p", &[("inc", INCREMENT, 1)]);
+    let hsaco = pdi_insts_hsaco("aie2p", &[("inc", &increment(2), 1)]);
     let reader = hsa.reader(&hsaco);
     let exe = hsa.executable();
     assert_eq!(hsa.load(exe, reader), HSA_STATUS_SUCCESS);

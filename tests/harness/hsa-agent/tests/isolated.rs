@@ -11,9 +11,12 @@ use npu_runtime::hsa::{HsaRuntime, doctor_report};
 use npu_runtime::{DispatchOptions, ErrorKind, Runtime, RuntimeError};
 use support::*;
 
+/// The block vadd is compiled for: every dispatch of it passes this many elements.
+const N: usize = 64;
+
 fn vadd(rt: &HsaRuntime) -> npu_runtime::Program {
     rt.prepare_bytes(
-        &pdi_insts_hsaco(rt.agent_name(), &[("vadd", ADD_F32, 1)]),
+        &pdi_insts_hsaco(rt.agent_name(), &[("vadd", &add_f32(N), 1)]),
         "vadd",
     )
     .unwrap()
@@ -88,12 +91,12 @@ fn child_fault_recovery() {
     let rt = prefix.runtime();
     let program = vadd(&rt);
     for _ in 1..nth {
-        let (r, got, want) = run_vadd(&rt, &program, 64, None);
+        let (r, got, want) = run_vadd(&rt, &program, N, None);
         r.unwrap();
         assert_eq!(got, want);
     }
     let timeout = (kind == "hang").then(|| Duration::from_millis(300));
-    let (r, got, _) = run_vadd(&rt, &program, 64, timeout);
+    let (r, got, _) = run_vadd(&rt, &program, N, timeout);
     let err = r.unwrap_err();
     let text = err.to_string();
     let expected_kind = if kind == "hang" {
@@ -137,7 +140,7 @@ fn child_fault_recovery() {
         "a failed dispatch copies nothing back"
     );
     for _ in 0..3 {
-        let (r, got, want) = run_vadd(&rt, &program, 100, None);
+        let (r, got, want) = run_vadd(&rt, &program, N, None);
         r.unwrap_or_else(|e| panic!("the dispatch after the fault failed: {e}"));
         assert_eq!(got, want);
     }
@@ -177,15 +180,15 @@ fn child_sync_doorbell_hang() {
     let rt = prefix.runtime();
     let program = vadd(&rt);
     // Packets run inside the doorbell store here, as with ROCr's XDNA driver.
-    let (r, got, want) = run_vadd(&rt, &program, 40, None);
+    let (r, got, want) = run_vadd(&rt, &program, N, None);
     r.unwrap();
     assert_eq!(got, want);
     // The second packet blocks the store for 2 s; the timeout still ends the call.
-    let (r, _, _) = run_vadd(&rt, &program, 40, Some(Duration::from_millis(150)));
+    let (r, _, _) = run_vadd(&rt, &program, N, Some(Duration::from_millis(150)));
     assert!(matches!(r, Err(RuntimeError::Timeout { .. })), "{r:?}");
     // The submit is still inside ROCr (so the call above did not wait for it): the queue
     // cannot be used, and saying so is an error, not a hang.
-    let (r, _, _) = run_vadd(&rt, &program, 40, None);
+    let (r, _, _) = run_vadd(&rt, &program, N, None);
     let text = r.unwrap_err().to_string();
     assert!(
         text.contains("\"vadd\"") && text.contains("still inside ROCr's submit"),
@@ -194,7 +197,7 @@ fn child_sync_doorbell_hang() {
     // Once the driver gives up on the command, the runtime rebuilds the queue.
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
-        let (r, got, want) = run_vadd(&rt, &program, 40, None);
+        let (r, got, want) = run_vadd(&rt, &program, N, None);
         match r {
             Ok(_) => {
                 assert_eq!(got, want);
@@ -232,13 +235,16 @@ fn child_aie2_agent() {
     let rt = prefix.runtime();
     assert_eq!((rt.agent_name(), rt.columns()), ("aie2", Some(4)));
     let program = rt
-        .prepare_bytes(&pdi_insts_hsaco("aie2", &[("vadd", ADD_F32, 4)]), "vadd")
+        .prepare_bytes(
+            &pdi_insts_hsaco("aie2", &[("vadd", &add_f32(N), 4)]),
+            "vadd",
+        )
         .unwrap();
-    let (r, got, want) = run_vadd(&rt, &program, 17, None);
+    let (r, got, want) = run_vadd(&rt, &program, N, None);
     r.unwrap();
     assert_eq!(got, want);
     // No aie2 agent has 5 columns, so the packer refuses such a kernel: widen a packed one.
-    let mut wide = pdi_insts_hsaco("aie2", &[("wide", ADD_F32, 4)]);
+    let mut wide = pdi_insts_hsaco("aie2", &[("wide", &add_f32(N), 4)]);
     patch_entry(&mut wide, 0, 6, 5);
     let err = rt.prepare_bytes(&wide, "wide").unwrap_err();
     assert!(err.to_string().contains("INVALID_CODE_OBJECT"), "{err}");
@@ -251,7 +257,10 @@ fn child_aie2_agent() {
         prefix.last_error()
     );
     let err = rt
-        .prepare_bytes(&pdi_insts_hsaco("aie2p", &[("vadd", ADD_F32, 1)]), "vadd")
+        .prepare_bytes(
+            &pdi_insts_hsaco("aie2p", &[("vadd", &add_f32(N), 1)]),
+            "vadd",
+        )
         .unwrap_err();
     assert!(
         err.to_string().contains("no code for this NPU (aie2)"),
@@ -272,11 +281,11 @@ fn child_columns() {
     let rt = prefix.runtime();
     assert_eq!((rt.agent_name(), rt.columns()), ("aie2p", Some(2)));
     assert!(
-        rt.prepare_bytes(&pdi_insts_hsaco("aie2p", &[("k", ADD_F32, 2)]), "k")
+        rt.prepare_bytes(&pdi_insts_hsaco("aie2p", &[("k", &add_f32(N), 2)]), "k")
             .is_ok()
     );
     assert!(
-        rt.prepare_bytes(&pdi_insts_hsaco("aie2p", &[("k", ADD_F32, 3)]), "k")
+        rt.prepare_bytes(&pdi_insts_hsaco("aie2p", &[("k", &add_f32(N), 3)]), "k")
             .is_err()
     );
 }
@@ -354,14 +363,14 @@ fn child_global_runtime() {
     assert_eq!(rt.library_source(), "AMD_NPU_ROCR_PATH");
     let program = vadd(rt);
     // AMD_TRITON_NPU_HSA_TIMEOUT bounds the wait when the dispatch gives none.
-    let (r, _, _) = run_vadd(rt, &program, 8, None);
+    let (r, _, _) = run_vadd(rt, &program, N, None);
     match r.unwrap_err() {
         RuntimeError::Timeout { kernel, seconds } => {
             assert_eq!((kernel.as_str(), seconds), ("vadd", 0.25))
         }
         other => panic!("expected a timeout, got {other}"),
     }
-    let (r, got, want) = run_vadd(rt, &program, 8, None);
+    let (r, got, want) = run_vadd(rt, &program, N, None);
     r.unwrap();
     assert_eq!(got, want);
     // The doctor reports the open runtime rather than opening another.
@@ -402,7 +411,10 @@ fn child_cli_run() {
     let hsaco = dir.path().join("k.hsaco");
     std::fs::write(
         &hsaco,
-        pdi_insts_hsaco("aie2p", &[("vadd", ADD_F32, 1), ("inc", INCREMENT, 1)]),
+        pdi_insts_hsaco(
+            "aie2p",
+            &[("vadd", &add_f32(100), 1), ("inc", &increment(100), 1)],
+        ),
     )
     .unwrap();
     let a: Vec<f32> = (0..100).map(|i| i as f32 * 1.5).collect();

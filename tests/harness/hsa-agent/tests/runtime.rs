@@ -42,7 +42,7 @@ fn loads_from_bytes_and_adds_vectors() {
     assert_eq!(rt.device_name().unwrap(), "aie2p");
     assert_eq!(rt.columns(), Some(8));
     assert_eq!(rt.kind(), npu_target::RuntimeKind::HSA);
-    let hsaco = pdi_insts_hsaco("aie2p", &[("vadd", ADD_F32, 1)]);
+    let hsaco = pdi_insts_hsaco("aie2p", &[("vadd", &add_f32(1000), 1)]);
     let program = rt.prepare_bytes(&hsaco, "vadd").unwrap();
     assert_eq!(program.num_args, Some(3));
 
@@ -71,7 +71,7 @@ fn loads_from_a_file_with_mixed_types_and_caches_the_program() {
     let path = prefix.path().join("k.hsaco");
     std::fs::write(
         &path,
-        pdi_insts_hsaco("aie2p", &[("scale_sub", SCALE_SUB, 2)]),
+        pdi_insts_hsaco("aie2p", &[("scale_sub", &scale_sub(257), 2)]),
     )
     .unwrap();
     let program = rt.prepare(&path, "scale_sub").unwrap();
@@ -116,7 +116,7 @@ fn loads_from_a_file_with_mixed_types_and_caches_the_program() {
 fn a_released_program_is_destroyed_once_its_last_handle_goes() {
     let prefix = Prefix::new();
     let rt = prefix.runtime();
-    let hsaco = pdi_insts_hsaco("aie2p", &[("vadd", ADD_F32, 1)]);
+    let hsaco = pdi_insts_hsaco("aie2p", &[("vadd", &add_f32(8), 1)]);
     let program = rt.prepare_bytes(&hsaco, "vadd").unwrap();
     assert_eq!(prefix.stats().live_executables, 1);
     rt.release(&program);
@@ -137,7 +137,10 @@ fn a_released_program_is_destroyed_once_its_last_handle_goes() {
 fn two_kernels_of_one_hsaco_load_separately() {
     let prefix = Prefix::new();
     let rt = prefix.runtime();
-    let hsaco = pdi_insts_hsaco("aie2p", &[("vadd", ADD_F32, 1), ("inc", INCREMENT, 1)]);
+    let hsaco = pdi_insts_hsaco(
+        "aie2p",
+        &[("vadd", &add_f32(64), 1), ("inc", &increment(3), 1)],
+    );
     let vadd = rt.prepare_bytes(&hsaco, "vadd").unwrap();
     let inc = rt.prepare_bytes(&hsaco, "inc").unwrap();
     assert_eq!(prefix.stats().live_executables, 2);
@@ -153,7 +156,7 @@ fn runtime_trait_loads_hsaco_artifacts_and_refuses_xrt_ones() {
     let prefix = Prefix::new();
     let rt = prefix.runtime();
     let artifact = Artifact::Hsaco {
-        bytes: Arc::from(pdi_insts_hsaco("aie2p", &[("vadd", ADD_F32, 1)])),
+        bytes: Arc::from(pdi_insts_hsaco("aie2p", &[("vadd", &add_f32(33), 1)])),
         kernel_name: "vadd".into(),
         variables: vec![],
     };
@@ -180,13 +183,13 @@ fn full_elf_kernels_get_their_external_variables() {
     let elf = full_elf(&[
         Instance {
             name: "sequence",
-            control: program(ADD_F32),
+            control: program(&add_f32(100)),
             args: 3,
             variables: &[("scratch-pad-ctrl", 64)],
         },
         Instance {
             name: "other",
-            control: program(INCREMENT),
+            control: program(&increment(2)),
             args: 1,
             variables: &[],
         },
@@ -242,14 +245,14 @@ fn full_elf_kernels_get_their_external_variables() {
 fn unknown_kernels_wrong_arches_and_bad_files_are_clear_errors() {
     let prefix = Prefix::new();
     let rt = prefix.runtime();
-    let hsaco = pdi_insts_hsaco("aie2p", &[("vadd", ADD_F32, 1)]);
+    let hsaco = pdi_insts_hsaco("aie2p", &[("vadd", &add_f32(4), 1)]);
     let err = rt.prepare_bytes(&hsaco, "vsub").unwrap_err().to_string();
     assert!(
         err.contains("\"vsub\"") && err.contains("no kernel named"),
         "{err}"
     );
 
-    let npu1 = pdi_insts_hsaco("aie2", &[("vadd", ADD_F32, 1)]);
+    let npu1 = pdi_insts_hsaco("aie2", &[("vadd", &add_f32(4), 1)]);
     let err = rt.prepare_bytes(&npu1, "vadd").unwrap_err().to_string();
     assert!(err.contains("no code for this NPU (aie2p)"), "{err}");
     assert!(err.contains("INCOMPATIBLE_ARGUMENTS"), "{err}");
@@ -274,7 +277,7 @@ fn unknown_kernels_wrong_arches_and_bad_files_are_clear_errors() {
 fn the_agent_applies_rocr_load_rules() {
     let prefix = Prefix::new();
     let rt = prefix.runtime();
-    let base = pdi_insts_hsaco("aie2p", &[("vadd", ADD_F32, 1)]);
+    let base = pdi_insts_hsaco("aie2p", &[("vadd", &add_f32(4), 1)]);
     // (field of the kernel entry, value, what the agent must say)
     let cases: [(usize, u32, &str); 4] = [
         (6, 9, "needs 9 columns; this agent has 8"),
@@ -313,7 +316,7 @@ fn a_kernel_without_a_harness_program_fails_on_the_device_and_the_queue_recovers
     let words = [0x5au8; 64];
     let kernels = [
         npu_hsaco::Kernel::pdi_insts("opaque", &words[..], PDI, 16, 1),
-        npu_hsaco::Kernel::pdi_insts("vadd", program(ADD_F32), PDI, 48, 1),
+        npu_hsaco::Kernel::pdi_insts("vadd", program(&add_f32(10)), PDI, 48, 1),
     ];
     let hsaco = npu_hsaco::pack::pack(None, npu_hsaco::Arch::Aie2p, &kernels).unwrap();
     let opaque = rt.prepare_bytes(&hsaco, "opaque").unwrap();
@@ -370,15 +373,15 @@ fn a_kernel_marked_not_computable_fails_with_that_reason() {
     );
 }
 
-/// Writes `a + b` into arg2 and zeros into arg0: only the mask keeps arg0's host copy.
-const ADD_AND_CLOBBER: &str = "args 3\nr0 = load arg0 f32\nr1 = load arg1 f32\nr2 = add r0 r1\nstore arg2 r2 f32\nr3 = const 0.0\nstore arg0 r3 f32\n";
-
 #[test]
 fn the_writeback_mask_copies_back_only_what_it_names() {
     let prefix = Prefix::new();
     let rt = prefix.runtime();
     let program = rt
-        .prepare_bytes(&pdi_insts_hsaco("aie2p", &[("k", ADD_AND_CLOBBER, 1)]), "k")
+        .prepare_bytes(
+            &pdi_insts_hsaco("aie2p", &[("k", &add_and_clobber(50), 1)]),
+            "k",
+        )
         .unwrap();
     let (a, b) = add_inputs(50);
     let expected: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
@@ -422,7 +425,10 @@ fn verify_writeback_reports_a_kernel_writing_a_masked_argument() {
     ]);
     let rt = npu_runtime::hsa::HsaRuntime::open(&config, &[]).unwrap();
     let program = rt
-        .prepare_bytes(&pdi_insts_hsaco("aie2p", &[("k", ADD_AND_CLOBBER, 1)]), "k")
+        .prepare_bytes(
+            &pdi_insts_hsaco("aie2p", &[("k", &add_and_clobber(8), 1)]),
+            "k",
+        )
         .unwrap();
     let (mut a, mut b, mut out) = (f32_bytes(&[1.0; 8]), f32_bytes(&[2.0; 8]), vec![0u8; 32]);
     let err = rt
@@ -447,7 +453,10 @@ fn shared_buffers_are_used_in_place_without_copies() {
     let prefix = Prefix::new();
     let rt = prefix.runtime();
     let program = rt
-        .prepare_bytes(&pdi_insts_hsaco("aie2p", &[("vadd", ADD_F32, 1)]), "vadd")
+        .prepare_bytes(
+            &pdi_insts_hsaco("aie2p", &[("vadd", &add_f32(256), 1)]),
+            "vadd",
+        )
         .unwrap();
     let n = 256;
     let (a, b) = add_inputs(n);
@@ -518,7 +527,10 @@ fn bad_arguments_are_refused_before_anything_is_submitted() {
     let prefix = Prefix::new();
     let rt = prefix.runtime();
     let program = rt
-        .prepare_bytes(&pdi_insts_hsaco("aie2p", &[("vadd", ADD_F32, 1)]), "vadd")
+        .prepare_bytes(
+            &pdi_insts_hsaco("aie2p", &[("vadd", &add_f32(4), 1)]),
+            "vadd",
+        )
         .unwrap();
     let mut bufs: Vec<Vec<u8>> = (0..17).map(|_| vec![0u8; 16]).collect();
     let args: Vec<HostArg> = bufs.iter_mut().map(|b| arg(b)).collect();
@@ -556,7 +568,10 @@ fn bad_arguments_are_refused_before_anything_is_submitted() {
 
     let other = Prefix::new().runtime();
     let foreign = other
-        .prepare_bytes(&pdi_insts_hsaco("aie2p", &[("vadd", ADD_F32, 1)]), "vadd")
+        .prepare_bytes(
+            &pdi_insts_hsaco("aie2p", &[("vadd", &add_f32(4), 1)]),
+            "vadd",
+        )
         .unwrap();
     check_err_contains(
         rt.dispatch(&foreign, &args[..3], &DispatchOptions::default()),
@@ -580,14 +595,18 @@ fn dispatches_from_many_threads_are_serialised_and_all_correct() {
     let prefix = Prefix::new();
     let rt = prefix.runtime();
     let program = rt
-        .prepare_bytes(&pdi_insts_hsaco("aie2p", &[("vadd", ADD_F32, 1)]), "vadd")
+        .prepare_bytes(
+            &pdi_insts_hsaco("aie2p", &[("vadd", &add_f32(48), 1)]),
+            "vadd",
+        )
         .unwrap();
     std::thread::scope(|s| {
         for t in 0..4 {
             let (rt, program) = (&rt, &program);
             s.spawn(move || {
                 for round in 0..25 {
-                    let n = 16 + t * 7 + round;
+                    // One kernel, one block of 48; the data differs per thread and round.
+                    let n = 48;
                     let a: Vec<f32> = (0..n).map(|i| (i + t * 1000) as f32).collect();
                     let b: Vec<f32> = (0..n).map(|i| (round * 3 + i) as f32).collect();
                     let (mut ab, mut bb, mut out) =
@@ -612,7 +631,10 @@ fn dispatches_from_many_threads_are_serialised_and_all_correct() {
 fn loads_run_concurrently_and_share_the_cache() {
     let prefix = Prefix::new();
     let rt = prefix.runtime();
-    let hsaco = pdi_insts_hsaco("aie2p", &[("vadd", ADD_F32, 1), ("inc", INCREMENT, 1)]);
+    let hsaco = pdi_insts_hsaco(
+        "aie2p",
+        &[("vadd", &add_f32(12), 1), ("inc", &increment(3), 1)],
+    );
     let objects: Vec<u64> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..6)
             .map(|i| {
@@ -645,7 +667,10 @@ fn dropping_the_runtime_releases_everything_on_the_device() {
     let prefix = Prefix::new();
     let rt = prefix.runtime();
     let program = rt
-        .prepare_bytes(&pdi_insts_hsaco("aie2p", &[("vadd", ADD_F32, 1)]), "vadd")
+        .prepare_bytes(
+            &pdi_insts_hsaco("aie2p", &[("vadd", &add_f32(1000), 1)]),
+            "vadd",
+        )
         .unwrap();
     let shared = rt.alloc_shared(1024).unwrap();
     check_vadd(&rt, &program, 1000);

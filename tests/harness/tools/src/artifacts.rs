@@ -484,7 +484,8 @@ mod tests {
         assert_eq!(code.len() % 4, 0);
         assert_eq!(not_computable(&code), Some((2, "it reduces".into())));
         assert!(Program::decode(&code).is_err(), "devices must not run it");
-        let p = Program::parse_text("args 1\nr0 = load arg0 f32\nstore arg0 r0 f32\n").unwrap();
+        let p =
+            Program::parse_text("args 1\n%0 = ptr arg0 f32\n%1 = load %0\nstore %0 %1\n").unwrap();
         assert_eq!(not_computable(&kernel_code(&Meaning::Program(p))), None);
     }
 

@@ -109,7 +109,12 @@ pub fn meaning(module: &str) -> Meaning {
         .unwrap_or_else(|| count_memref_args(module));
     if let Some(text) = string_attr(module, PROGRAM) {
         return match Program::parse_text(&text) {
-            Ok(p) => Meaning::Program(p),
+            Ok(mut p) => {
+                if let Some(g) = grid(module) {
+                    p.set_grid(g);
+                }
+                Meaning::Program(p)
+            }
             Err(e) => Meaning::NotComputable {
                 num_args: pointer_args,
                 reason: format!("the {PROGRAM} attribute is unreadable: {e}"),
@@ -125,6 +130,21 @@ pub fn meaning(module: &str) -> Meaning {
     Meaning::NotComputable {
         num_args: pointer_args,
         reason,
+    }
+}
+
+/// The `npu_harness.grid = array<i32: X, Y, Z>` the stand-in air-opt recorded.
+pub fn grid(module: &str) -> Option<[u32; 3]> {
+    let key = format!("{GRID} = array<i32:");
+    let at = module.find(&key)? + key.len();
+    let rest = &module[at..];
+    let values: Vec<u32> = rest[..rest.find('>')?]
+        .split(',')
+        .filter_map(|v| v.trim().parse().ok())
+        .collect();
+    match values.as_slice() {
+        [x, y, z] => Some([*x, *y, *z]),
+        _ => None,
     }
 }
 
@@ -185,7 +205,7 @@ mod tests {
 
     #[test]
     fn strings_round_trip() {
-        let s = "args 1\nr0 = load arg0 f32\n\"q\" \\ \t";
+        let s = "args 1\n%0 = ptr arg0 f32\n\"q\" \\ \t";
         let lit = mlir_string(s);
         assert!(!lit.contains('\n'));
         let module = format!("module attributes {{{PROGRAM} = {lit}}} {{\n}}");
@@ -218,9 +238,17 @@ mod tests {
 
     #[test]
     fn meaning_of_modules() {
-        let p = "args 2\nr0 = load arg0 f32\nstore arg1 r0 f32\n";
+        let p = "args 2\n%0 = ptr arg0 f32\n%1 = load %0\n%2 = ptr arg1 f32\nstore %2 %1\n";
         let m = format!("module attributes {{{PROGRAM} = {}}} {{}}", mlir_string(p));
-        assert!(matches!(meaning(&m), Meaning::Program(prog) if prog.num_args == 2));
+        assert!(
+            matches!(meaning(&m), Meaning::Program(prog) if prog.num_args == 2 && prog.grids() == [[1, 1, 1]])
+        );
+        // The grid air-opt recorded is the program's.
+        let m = format!(
+            "module attributes {{{GRID} = array<i32: 4, 2, 1>, {PROGRAM} = {}}} {{}}",
+            mlir_string(p)
+        );
+        assert!(matches!(meaning(&m), Meaning::Program(prog) if prog.grids() == [[4, 2, 1]]));
         let nc = format!(
             "module attributes {{{NOT_COMPUTABLE} = \"reduction\", {POINTER_ARGS} = 2 : i32}} {{}}"
         );

@@ -180,10 +180,7 @@ fn chain_meaning(module: &str) -> Option<Meaning> {
         }
         for op in program.ops {
             let mapped = match op {
-                Op::Load { dst, arg: a, dtype } => arg(a).map(|a| Op::Load { dst, arg: a, dtype }),
-                Op::Store { arg: a, src, dtype } => {
-                    arg(a).map(|a| Op::Store { arg: a, src, dtype })
-                }
+                Op::Ptr { arg: a, elem } => arg(a).map(|a| Op::Ptr { arg: a, elem }),
                 other => Ok(other),
             };
             match mapped {
@@ -192,7 +189,11 @@ fn chain_meaning(module: &str) -> Option<Meaning> {
             }
         }
     }
-    let program = Program { num_args, ops };
+    let program = Program {
+        num_args,
+        bf16_emulation: false,
+        ops,
+    };
     Some(match program.validate() {
         Ok(()) => Meaning::Program(program),
         Err(e) => not_computable(format!("the chain's program is invalid: {e}")),
@@ -249,10 +250,10 @@ mod tests {
         )
     }
 
-    const ADD: &str =
-        "args 3\nr0 = load arg0 f32\nr1 = load arg1 f32\nr2 = add r0 r1\nstore arg2 r2 f32\n";
-    const MUL: &str =
-        "args 3\nr0 = load arg0 f32\nr1 = load arg1 f32\nr2 = mul r0 r1\nstore arg2 r2 f32\n";
+    const ADD: &str = "args 3\ngrid 2 1 1\n%0 = ptr arg0 f32\n%1 = load %0\n%2 = ptr arg1 f32\n\
+                       %3 = load %2\n%4 = addf %1 %3\n%5 = ptr arg2 f32\nstore %5 %4\n";
+    const MUL: &str = "args 3\n%0 = ptr arg0 f32\n%1 = load %0\n%2 = ptr arg1 f32\n%3 = load %2\n\
+                       %4 = mulf %1 %3\n%5 = ptr arg2 f32\nstore %5 %4\n";
 
     fn chain(ops: &[(&str, &str, &str)]) -> String {
         let mut m = String::from(
@@ -276,8 +277,10 @@ mod tests {
         };
         assert_eq!(
             p.to_string(),
-            "args 4\nr0 = load arg0 f32\nr1 = load arg1 f32\nr2 = add r0 r1\nstore arg2 r2 f32\n\
-             launch\nr0 = load arg2 f32\nr1 = load arg1 f32\nr2 = mul r0 r1\nstore arg3 r2 f32\n"
+            "args 4\ngrid 2 1 1\n%0 = ptr arg0 f32\n%1 = load %0\n%2 = ptr arg1 f32\n%3 = load %2\n\
+             %4 = addf %1 %3\n%5 = ptr arg2 f32\nstore %5 %4\nlaunch\n%0 = ptr arg2 f32\n\
+             %1 = load %0\n%2 = ptr arg1 f32\n%3 = load %2\n%4 = mulf %1 %3\n%5 = ptr arg3 f32\n\
+             store %5 %4\n"
         );
         assert_eq!(duplicate_symbol(&m), None);
     }

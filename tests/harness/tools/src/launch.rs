@@ -103,7 +103,21 @@ pub fn par_to_launch(module: &str) -> String {
         attrs::string_attr(module, attrs::PROGRAM),
         attrs::string_attr(module, attrs::NOT_COMPUTABLE),
     ) {
-        (Some(p), _) => format!(" attributes {{{} = {}}}", attrs::PROGRAM, mlir_string(&p)),
+        // The launch's program runs over the launch's own grid (a chain keeps one per op).
+        (Some(p), _) => {
+            let text = match npu_harness_program::Program::parse_text(&p) {
+                Ok(mut program) => {
+                    program.set_grid(grid);
+                    program.to_string()
+                }
+                Err(_) => p,
+            };
+            format!(
+                " attributes {{{} = {}}}",
+                attrs::PROGRAM,
+                mlir_string(&text)
+            )
+        }
         (None, Some(r)) => format!(
             " attributes {{{} = {}}}",
             attrs::NOT_COMPUTABLE,
@@ -174,19 +188,7 @@ pub fn par_to_launch(module: &str) -> String {
 
 /// `npu_harness.grid`, or 1, 1, 1.
 fn grid(module: &str) -> [u32; 3] {
-    let key = format!("{} = array<i32:", attrs::GRID);
-    let Some(at) = module.find(&key) else {
-        return [1, 1, 1];
-    };
-    let rest = &module[at + key.len()..];
-    let values: Vec<u32> = rest[..rest.find('>').unwrap_or(0)]
-        .split(',')
-        .filter_map(|v| v.trim().parse().ok())
-        .collect();
-    match values.as_slice() {
-        [x, y, z] => [*x, *y, *z],
-        _ => [1, 1, 1],
-    }
+    attrs::grid(module).unwrap_or([1, 1, 1])
 }
 
 /// `%argN` names the body does not use yet, numbered on from the parameters as MLIR prints.
@@ -215,7 +217,7 @@ impl<'a> Fresh<'a> {
 mod tests {
     use super::*;
 
-    const KERNEL: &str = "module attributes {npu_harness.grid = array<i32: 4, 1, 1>, npu_harness.program = \"args 2\\nr0 = load arg0 f32\\nstore arg1 r0 f32\\n\"} {\n  func.func @copy(%arg0: memref<*xf32>, %arg1: memref<*xf32>, %arg2: i32, %arg3: i32, %arg4: i32, %arg5: i32, %arg6: i32, %arg7: i32, %arg8: i32) {\n    %0 = arith.muli %arg6, %c1024_i32 : i32\n    %rc = memref.reinterpret_cast %arg0 to offset: [%0] : memref<*xf32> to memref<1024xf32>\n    memref.copy %rc, %arg1 : memref<1024xf32> to memref<*xf32>\n    return\n  } loc(#loc)\n}\n";
+    const KERNEL: &str = "module attributes {npu_harness.grid = array<i32: 4, 1, 1>, npu_harness.program = \"args 2\\n%0 = ptr arg0 f32\\n%1 = load %0\\n%2 = ptr arg1 f32\\nstore %2 %1\\n\"} {\n  func.func @copy(%arg0: memref<*xf32>, %arg1: memref<*xf32>, %arg2: i32, %arg3: i32, %arg4: i32, %arg5: i32, %arg6: i32, %arg7: i32, %arg8: i32) {\n    %0 = arith.muli %arg6, %c1024_i32 : i32\n    %rc = memref.reinterpret_cast %arg0 to offset: [%0] : memref<*xf32> to memref<1024xf32>\n    memref.copy %rc, %arg1 : memref<1024xf32> to memref<*xf32>\n    return\n  } loc(#loc)\n}\n";
 
     #[test]
     fn moves_the_body_into_a_launch_over_the_grid() {
@@ -230,7 +232,7 @@ mod tests {
             body.contains(
                 "air.launch (%arg9, %arg10, %arg11) in (%arg12=%c4, %arg13=%c1, %arg14=%c1) \
                  args(%arg15=%arg0, %arg16=%arg1) : memref<*xf32>, memref<*xf32> \
-                 attributes {npu_harness.program = \"args 2\\nr0 = load arg0 f32\\nstore arg1 r0 f32\\n\"} {"
+                 attributes {npu_harness.program = \"args 2\\ngrid 4 1 1\\n%0 = ptr arg0 f32\\n%1 = load %0\\n%2 = ptr arg1 f32\\nstore %2 %1\\n\"} {"
             ),
             "{out}"
         );

@@ -125,7 +125,7 @@ fn hsaco_check(path: &str, arch: &str) -> u8 {
 
 #[test]
 fn npu1_xrt_gives_an_xclbin() {
-    let c = case("add.ttir");
+    let c = case("add_n.ttir");
     let out = triton_npu(
         &c.prefix,
         &[
@@ -191,7 +191,7 @@ fn npu1_xrt_gives_an_xclbin() {
 
 #[test]
 fn npu2_xrt_gives_a_full_elf() {
-    let c = case("relu.ttir");
+    let c = case("relu_n.ttir");
     let out = triton_npu(
         &c.prefix,
         &[
@@ -220,8 +220,8 @@ fn npu2_xrt_gives_a_full_elf() {
 #[test]
 fn hsa_runtime_packs_an_hsaco_that_rocr_would_load() {
     for (target, arch, fixture, kernel, name) in [
-        ("npu2", "aie2p", "add.ttir", "add_kernel", "main:sequence"),
-        ("npu1", "aie2", "axpy.ttir", "axpy_kernel", "axpy_kernel"),
+        ("npu2", "aie2p", "add_n.ttir", "add_kernel", "main:sequence"),
+        ("npu1", "aie2", "axpy_n.ttir", "axpy_kernel", "axpy_kernel"),
     ] {
         let c = case(fixture);
         let out = triton_npu(
@@ -271,7 +271,7 @@ fn hsa_runtime_packs_an_hsaco_that_rocr_would_load() {
 
 #[test]
 fn the_target_comes_from_the_environment_or_the_device() {
-    let c = case("add.ttir");
+    let c = case("add_n.ttir");
     let out = triton_npu(
         &c.prefix,
         &[
@@ -318,7 +318,7 @@ fn the_target_comes_from_the_environment_or_the_device() {
 
 #[test]
 fn refusals_say_what_to_do() {
-    let c = case("add.ttir");
+    let c = case("add_n.ttir");
     for (extra, want) in [
         (
             vec!["--target", "npu2", "--runtime", "hsa", "--format", "pdi"],
@@ -416,7 +416,7 @@ fn refusals_say_what_to_do() {
 
 #[test]
 fn text_summary_lists_the_files() {
-    let c = case("add.ttir");
+    let c = case("add_n.ttir");
     let out = triton_npu(
         &c.prefix,
         &[
@@ -451,7 +451,7 @@ fn text_summary_lists_the_files() {
 
 #[test]
 fn debug_streams_tool_output_and_keeps_ir_in_air_project() {
-    let c = case("add.ttir");
+    let c = case("add_n.ttir");
     // A failing aircc: its output is streamed live, the error then shows the last 40 lines.
     let prefix = &c.prefix;
     let failing = Prefix::with_env(&[("NPU_HARNESS_FAIL", "aircc")]);
@@ -573,7 +573,7 @@ fn triton_npu_on_a_terminal(prefix: &Prefix, args: &[&str], env: &[(&str, &str)]
 
 #[test]
 fn a_compile_longer_than_a_second_shows_a_live_status_line_on_a_terminal() {
-    let c = case("add.ttir");
+    let c = case("add_n.ttir");
     let args = [
         "compile",
         &c.input,

@@ -37,7 +37,7 @@ fn llc_reports_the_aie_targets() {
 
 fn air_input(dir: &Path) -> String {
     let path = dir.join("in.mlir");
-    std::fs::write(&path, linalg_of("add.ttir")).unwrap();
+    std::fs::write(&path, linalg_of("add_n.ttir")).unwrap();
     path.display().to_string()
 }
 

@@ -104,7 +104,7 @@ fn release_order_and_handles_are_enforced() {
     let a = abi();
     // SAFETY: raw calls with valid out pointers and buffers throughout.
     unsafe {
-        let s = npu1(&a, &npu1_artifact(dir.path(), ADD));
+        let s = npu1(&a, &npu1_artifact(dir.path(), &add(1)));
         let api = &a.api;
         call(|e, l| api.triton_npu_xrt_context_free(s.context, e, l))
             .fails(b::TRITON_NPU_XRT_E_XRT, "kernels opened in it");
@@ -138,7 +138,7 @@ fn release_order_and_handles_are_enforced() {
 fn runs_follow_the_npu1_rules() {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
-    let artifact = npu1_artifact(dir.path(), ADD);
+    let artifact = npu1_artifact(dir.path(), &add(1));
     let Artifact::XclbinInsts { insts, .. } = &artifact else {
         unreachable!()
     };
@@ -282,7 +282,7 @@ fn runs_follow_the_npu1_rules() {
 fn ext_kernels_take_ext_buffers() {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
-    let Artifact::Elf { elf, .. } = npu2_artifact(dir.path(), ADD) else {
+    let Artifact::Elf { elf, .. } = npu2_artifact(dir.path(), &add(1)) else {
         unreachable!()
     };
     let a = abi();

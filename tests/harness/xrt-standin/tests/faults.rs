@@ -16,8 +16,8 @@ fn an_aborted_run_raises_and_writes_nothing_back() {
     let dir = tempfile::tempdir().unwrap();
     let rt = open(&[]);
     for artifact in [
-        npu1_artifact(&dir.path().join("1"), ADD),
-        npu2_artifact(&dir.path().join("2"), ADD),
+        npu1_artifact(&dir.path().join("1"), &add(1)),
+        npu2_artifact(&dir.path().join("2"), &add(1)),
     ] {
         let program = rt.load(&artifact).unwrap();
         set_env("NPU_HARNESS_FAULT", "abort");
@@ -53,7 +53,7 @@ fn a_hung_run_times_out_and_is_aborted() {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let rt = open(&[]);
-    let program = rt.load(&npu2_artifact(dir.path(), ADD)).unwrap();
+    let program = rt.load(&npu2_artifact(dir.path(), &add(1))).unwrap();
     set_env("NPU_HARNESS_FAULT", "hang");
     let (mut a, mut b, mut c) = (f32s(&[1.0]), f32s(&[2.0]), f32s(&[-7.0]));
     let options = DispatchOptions {

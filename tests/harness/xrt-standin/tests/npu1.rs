@@ -15,7 +15,7 @@ fn vector_add_runs_and_reuses_its_session() {
     let rt = open(&[]);
     assert_eq!(rt.device_name().unwrap(), "NPU Phoenix");
     let before = stats();
-    let artifact = npu1_artifact(dir.path(), ADD);
+    let artifact = npu1_artifact(dir.path(), &add(3));
     let program = rt.load(&artifact).unwrap();
     let after_load = stats();
     assert_eq!(after_load.xclbins_registered, before.xclbins_registered + 1);
@@ -51,7 +51,7 @@ fn vector_add_runs_and_reuses_its_session() {
     assert_eq!(again.contexts_created, end.contexts_created);
     // ...until the file changes: then it is a new program.
     std::thread::sleep(std::time::Duration::from_millis(20));
-    let changed = npu1_artifact(dir.path(), MUL);
+    let changed = npu1_artifact(dir.path(), &mul(1));
     let program = rt.load(&changed).unwrap();
     let (mut a, mut b, mut c) = (f32s(&[2.0]), f32s(&[3.0]), f32s(&[0.0]));
     rt.dispatch(
@@ -73,7 +73,7 @@ fn only_written_arguments_come_back() {
     let program = rt
         .load(&npu1_artifact(
             dir.path(),
-            "args 3\nr0 = load arg0 f32\nstore arg1 r0 f32\nr1 = add r0 r0\nstore arg2 r1 f32\n",
+            &npu_harness_program::samples::copy_and_double(2),
         ))
         .unwrap();
     let (mut a, mut b, mut c) = (f32s(&[1.0, 2.0]), f32s(&[-1.0, -1.0]), f32s(&[0.0, 0.0]));
@@ -120,15 +120,17 @@ fn shared_buffers_are_passed_in_place() {
     set_env("NPU_HARNESS_XRT_DEVICE", "NPU Phoenix");
     let dir = tempfile::tempdir().unwrap();
     let rt = open(&[]);
-    let program = rt.load(&npu1_artifact(dir.path(), ADD)).unwrap();
+    let program = rt.load(&npu1_artifact(dir.path(), &add(2))).unwrap();
     let bufs: Vec<_> = (0..3).map(|_| rt.alloc_shared(16).unwrap()).collect();
     let write = |i: usize, v: [f32; 4]| {
         let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
         // SAFETY: the buffer holds 16 bytes and no dispatch is running.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), bufs[i].as_ptr(), 16) };
     };
+    // The kernel adds the first two elements; the rest of the output keeps its 9s.
     write(0, [1.0, 2.0, 3.0, 4.0]);
     write(1, [0.5, 0.5, 0.5, 0.5]);
+    write(2, [9.0; 4]);
     // SAFETY: each buffer is 16 bytes, alive for the dispatch.
     let args: Vec<_> = bufs
         .iter()
@@ -141,7 +143,7 @@ fn shared_buffers_are_passed_in_place() {
     let mut out = [0f32; 4];
     // SAFETY: 16 readable bytes.
     unsafe { std::ptr::copy_nonoverlapping(bufs[2].as_ptr(), out.as_mut_ptr().cast(), 16) };
-    assert_eq!(out, [1.5, 2.5, 3.5, 4.5]);
+    assert_eq!(out, [1.5, 2.5, 9.0, 9.0]);
 
     // A range that is only part of a shared buffer is staged (copied) instead.
     // SAFETY: the first 8 bytes of each buffer.
@@ -160,7 +162,7 @@ fn argument_count_and_artifacts_are_checked() {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let rt = open(&[]);
-    let program = rt.load(&npu1_artifact(dir.path(), ADD)).unwrap();
+    let program = rt.load(&npu1_artifact(dir.path(), &add(1))).unwrap();
     // The stand-in toolchain's xclbin declares five buffer slots, as aiecc's do.
     let mut v: Vec<_> = (0..6).map(|_| f32s(&[0.0])).collect();
     let args: Vec<_> = v.iter_mut().map(F32s::arg).collect();
@@ -186,7 +188,7 @@ fn argument_count_and_artifacts_are_checked() {
 
     let bad = dir.path().join("bad");
     std::fs::create_dir_all(&bad).unwrap();
-    let npu_runtime::Artifact::XclbinInsts { xclbin, insts } = npu1_artifact(&bad, ADD) else {
+    let npu_runtime::Artifact::XclbinInsts { xclbin, insts } = npu1_artifact(&bad, &add(1)) else {
         unreachable!()
     };
     std::fs::write(&insts, [1u8, 2, 3]).unwrap();

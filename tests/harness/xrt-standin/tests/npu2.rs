@@ -13,7 +13,7 @@ fn elf_kernel_runs_and_reuses_its_session() {
     let rt = open(&[]);
     assert_eq!(rt.device_name().unwrap(), "NPU Strix");
     let before = stats();
-    let program = rt.load(&npu2_artifact(dir.path(), SUB)).unwrap();
+    let program = rt.load(&npu2_artifact(dir.path(), &sub(2))).unwrap();
     assert_eq!(
         program.kernel_name,
         format!("main:sequence ({})", dir.path().join("aie.elf").display())
@@ -49,12 +49,14 @@ fn staging_buffers_grow_and_results_follow_the_sizes() {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let rt = open(&[]);
-    let program = rt.load(&npu2_artifact(dir.path(), ADD)).unwrap();
+    // A kernel of one element: larger arguments pass (the kernel reads and writes its
+    // first element only) and grow the staging buffers, which smaller ones then reuse.
+    let program = rt.load(&npu2_artifact(dir.path(), &add(1))).unwrap();
     let n = 5000; // more than one staging page of f32s
     let (mut a, mut b, mut c) = (
-        F32s((0..n).map(|i| i as f32).collect()),
+        F32s((0..n).map(|i| i as f32 + 0.5).collect()),
         F32s(vec![1.0; n]),
-        F32s(vec![0.0; n]),
+        F32s(vec![-1.0; n]),
     );
     let before = stats();
     rt.dispatch(
@@ -63,7 +65,11 @@ fn staging_buffers_grow_and_results_follow_the_sizes() {
         &DispatchOptions::default(),
     )
     .unwrap();
-    assert!(c.0.iter().enumerate().all(|(i, v)| *v == i as f32 + 1.0));
+    assert_eq!(c.0[0], 1.5);
+    assert!(
+        c.0[1..].iter().all(|v| *v == -1.0),
+        "the rest comes back as it went"
+    );
     let grown = stats();
     assert_eq!(grown.bos_allocated, before.bos_allocated + 3);
     // Smaller arguments reuse the grown buffers.
@@ -86,7 +92,7 @@ fn shared_ext_buffers_are_passed_in_place() {
     let program = rt
         .load(&npu2_artifact(
             dir.path(),
-            "args 1\nr0 = load arg0 i32\nr1 = add r0 r0\nstore arg0 r1 i32\n",
+            &npu_harness_program::samples::double_i32(2),
         ))
         .unwrap();
     let buf = rt.alloc_shared(8).unwrap();
@@ -110,7 +116,7 @@ fn unknown_instances_and_bad_elves_fail_at_load() {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let rt = open(&[]);
-    let Artifact::Elf { elf, .. } = npu2_artifact(dir.path(), ADD) else {
+    let Artifact::Elf { elf, .. } = npu2_artifact(dir.path(), &add(1)) else {
         unreachable!()
     };
     let err = rt

@@ -8,12 +8,12 @@ use npu_runtime::xrt::XrtRuntime;
 use npu_runtime::{DispatchOptions, ErrorKind, Program, Runtime};
 
 /// A harness program and what it computes.
-type Case = (&'static str, fn(f32, f32) -> f32);
+type Case = (fn(usize) -> String, fn(f32, f32) -> f32);
 
 const PROGRAMS: [Case; 3] = [
-    (ADD, |a, b| a + b),
-    (MUL, |a, b| a * b),
-    (SUB, |a, b| a - b),
+    (add, |a, b| a + b),
+    (mul, |a, b| a * b),
+    (sub, |a, b| a - b),
 ];
 
 fn load_all(rt: &XrtRuntime, dir: &std::path::Path) -> Vec<Program> {
@@ -21,7 +21,7 @@ fn load_all(rt: &XrtRuntime, dir: &std::path::Path) -> Vec<Program> {
         .iter()
         .enumerate()
         .map(|(i, (text, _))| {
-            rt.load(&npu1_artifact(&dir.join(i.to_string()), text))
+            rt.load(&npu1_artifact(&dir.join(i.to_string()), &text(1)))
                 .unwrap()
         })
         .collect()
@@ -107,7 +107,7 @@ fn exhaustion_that_persists_is_reported_with_advice() {
     set_env("NPU_HARNESS_MAX_HWCTX", "0");
     let dir = tempfile::tempdir().unwrap();
     let rt = open(&[("AMD_TRITON_NPU_XRT_MAX_SESSIONS", "3")]);
-    let err = rt.load(&npu1_artifact(dir.path(), ADD)).unwrap_err();
+    let err = rt.load(&npu1_artifact(dir.path(), &add(1))).unwrap_err();
     // A kind the caller can act on (release contexts, retry), not a message to search.
     assert_eq!(err.kind(), ErrorKind::HardwareContextExhausted, "{err}");
     let err = err.to_string();
@@ -125,7 +125,7 @@ fn releasing_a_program_frees_its_context_and_a_new_load_works() {
     let dir = tempfile::tempdir().unwrap();
     let rt = open(&[]);
     let alive = stats().contexts_alive;
-    let program = rt.load(&npu1_artifact(dir.path(), ADD)).unwrap();
+    let program = rt.load(&npu1_artifact(dir.path(), &add(1))).unwrap();
     assert_eq!(stats().contexts_alive, alive + 1);
     rt.release(&program);
     assert_eq!(rt.sessions_alive(), 0);
@@ -134,7 +134,7 @@ fn releasing_a_program_frees_its_context_and_a_new_load_works() {
         alive,
         "the context went with the release"
     );
-    let again = rt.load(&npu1_artifact(dir.path(), ADD)).unwrap();
+    let again = rt.load(&npu1_artifact(dir.path(), &add(1))).unwrap();
     assert!(!again.same(&program), "a released program is loaded afresh");
     check(&rt, &again, PROGRAMS[0].1);
 }
@@ -144,8 +144,14 @@ fn every_dispatch_of_a_session_starts_its_one_run_again() {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     for (device, artifact) in [
-        ("NPU Phoenix", npu1_artifact(&dir.path().join("npu1"), ADD)),
-        ("NPU Strix", npu2_artifact(&dir.path().join("npu2"), ADD)),
+        (
+            "NPU Phoenix",
+            npu1_artifact(&dir.path().join("npu1"), &add(2)),
+        ),
+        (
+            "NPU Strix",
+            npu2_artifact(&dir.path().join("npu2"), &add(2)),
+        ),
     ] {
         set_env("NPU_HARNESS_XRT_DEVICE", device);
         let rt = open(&[]);
@@ -202,7 +208,7 @@ fn a_dispatch_with_fewer_buffers_gets_a_run_without_the_old_ones() {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let rt = open(&[]);
-    let program = rt.load(&npu2_artifact(dir.path(), ADD)).unwrap();
+    let program = rt.load(&npu2_artifact(dir.path(), &add(1))).unwrap();
     let (mut a, mut b, mut c) = (f32s(&[1.0]), f32s(&[2.0]), f32s(&[0.0]));
     rt.dispatch(
         &program,

@@ -150,14 +150,9 @@ pub fn program(text: &str) -> Vec<u8> {
         .encode()
 }
 
-/// `out = a + b` over f32.
-pub const ADD_F32: &str =
-    "args 3\nr0 = load arg0 f32\nr1 = load arg1 f32\nr2 = add r0 r1\nstore arg2 r2 f32\n";
-/// `out = a * 2 - b`, i32 in, f32 out.
-pub const SCALE_SUB: &str = "args 3\nr0 = load arg0 i32\nr1 = load arg1 f32\nr2 = const 2.0\nr3 = mul r0 r2\nr4 = sub r3 r1\nstore arg2 r4 f32\n";
-/// `a = a + 1` in place.
-pub const INCREMENT: &str =
-    "args 1\nr0 = load arg0 f32\nr1 = const 1.0\nr2 = add r0 r1\nstore arg0 r2 f32\n";
+// Each test binary uses some of them.
+#[allow(unused_imports)]
+pub use npu_harness_program::samples::{add_and_clobber, add_f32, increment, scale_sub};
 
 /// A PDI-looking blob (the sync pattern real PDIs start with).
 pub const PDI: &[u8] = &[

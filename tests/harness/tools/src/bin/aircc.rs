@@ -168,7 +168,11 @@ fn main() {
     check_peano(&args);
 
     // 5. The artifacts.
-    let meaning = chain::meaning(&module);
+    let mut meaning = chain::meaning(&module);
+    // `--bf16-emulation` changes what the device multiplies (f32 dot inputs become bf16).
+    if let Meaning::Program(p) = &mut meaning {
+        p.bf16_emulation = args.flag("bf16-emulation");
+    }
     let code = artifacts::kernel_code(&meaning);
     let pdi = artifacts::pdi(&code);
     let xclbin_name = args.value("o").unwrap_or("aie.xclbin").to_owned();

@@ -7,7 +7,7 @@
 
 use npu_harness_tools::cli::{self, flag, optional, value};
 use npu_harness_tools::harness;
-use npu_harness_tools::{linalg, ttir};
+use npu_harness_tools::{linalg, meaning, ttir};
 
 const TOOL: &str = "triton-shared-opt";
 
@@ -43,8 +43,11 @@ fn main() {
     });
     let converted =
         if args.present("triton-to-linalg-experimental") || args.present("triton-to-linalg") {
-            match ttir::analyse(&text) {
-                Ok(kernel) => linalg::emit(&kernel, args.flag("mlir-print-debuginfo")),
+            match ttir::parse(&text) {
+                Ok(kernel) => {
+                    let meaning = meaning::program(&kernel);
+                    linalg::emit(&kernel, &meaning, args.flag("mlir-print-debuginfo"))
+                }
                 Err(e) => harness::fail(&format!("{input}:1:1: error: {e}")),
             }
         } else {

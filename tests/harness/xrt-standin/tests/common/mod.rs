@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use npu_harness_program::Program;
+use npu_harness_program::{Program, samples};
 use npu_harness_tools::artifacts;
 use npu_harness_tools::attrs::Meaning;
 use npu_runtime::xrt::XrtRuntime;
@@ -139,12 +139,20 @@ pub fn npu2_artifact_for(dir: &Path, meaning: &Meaning) -> Artifact {
     }
 }
 
-pub const ADD: &str =
-    "args 3\nr0 = load arg0 f32\nr1 = load arg1 f32\nr2 = add r0 r1\nstore arg2 r2 f32\n";
-pub const MUL: &str =
-    "args 3\nr0 = load arg0 f32\nr1 = load arg1 f32\nr2 = mul r0 r1\nstore arg2 r2 f32\n";
-pub const SUB: &str =
-    "args 3\nr0 = load arg0 f32\nr1 = load arg1 f32\nr2 = sub r0 r1\nstore arg2 r2 f32\n";
+/// `out = a + b` over `n` f32s (one program instance, one block of `n`).
+pub fn add(n: usize) -> String {
+    samples::add_f32(n)
+}
+
+/// `out = a * b`.
+pub fn mul(n: usize) -> String {
+    samples::binary_f32("mulf", n)
+}
+
+/// `out = a - b`.
+pub fn sub(n: usize) -> String {
+    samples::binary_f32("subf", n)
+}
 
 /// Host memory for one f32 argument.
 pub struct F32s(pub Vec<f32>);

@@ -1,0 +1,70 @@
+// rmsnorm: tiling schedule for triton-npu's example (bf16 rows, f32 mean of squares, rsqrt, weight), for aie2p; air-opt reads it
+// through AIR_TRANSFORM_TILING_SCRIPT. The library sequences it includes are expanded by the
+// backend before air-opt sees the script. Row-wise: after fusing the elementwise ops and moving
+// each reduction's dimension innermost, the op that produces the stored value gets its result
+// in L2 and is tiled one row per core (one scf.forall); its producers (reductions, their
+// inputs, the fills) are fused into that loop and their results allocated in L1, all before
+// bufferizing; the loop becomes the herd.
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__transform_main(%arg1: !transform.any_op {transform.readonly}) {
+    transform.include @canonicalize_with_fold_dims failures(propagate) (%arg1)
+        : (!transform.any_op) -> ()
+    transform.include @fuse_elementwise_and_canonicalize failures(propagate) (%arg1)
+        : (!transform.any_op) -> ()
+    %reduces = transform.structured.match ops{["linalg.reduce"]} in %arg1
+        : (!transform.any_op) -> !transform.any_op
+    %innermost = transform.air.transpose_reduce %reduces
+        : (!transform.any_op) -> !transform.any_op
+    transform.include @canonicalize_with_cse failures(propagate) (%arg1)
+        : (!transform.any_op) -> ()
+    %store = transform.structured.match ops{["bufferization.materialize_in_destination"]} in %arg1
+        : (!transform.any_op) -> !transform.any_op
+    %out = transform.get_producer_of_operand %store[0]
+        : (!transform.any_op) -> !transform.any_op
+    %red = transform.structured.match ops{["linalg.reduce"]} in %arg1
+        : (!transform.any_op) -> !transform.any_op
+    // The elementwise producers of the reductions' inputs.
+    %pre = transform.get_producer_of_operand %red[0]
+        : (!transform.any_op) -> !transform.any_op
+    %fills = transform.structured.match ops{["linalg.fill"]} in %arg1
+        : (!transform.any_op) -> !transform.any_op
+    %out_l2_buf, %out_l2 = transform.structured.bufferize_to_allocation %out
+        {memory_space = 1, bufferize_destination_only, emit_dealloc} : !transform.any_op
+    %row, %forall = transform.structured.tile_using_forall %out tile_sizes [1]
+        : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %red_in, %loop1 = transform.structured.fuse_into_containing_op %red into %forall
+        : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %pre_in, %loop2 = transform.structured.fuse_into_containing_op %pre into %loop1
+        : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %fills_in, %loop3 = transform.structured.fuse_into_containing_op %fills into %loop2
+        : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.include @canonicalize_with_cse failures(propagate) (%arg1)
+        : (!transform.any_op) -> ()
+    // Everything computed inside the row loop lives in L1, decided before bufferizing.
+    %f_ops = transform.structured.match ops{["linalg.fill"]} in %loop3
+        : (!transform.any_op) -> !transform.any_op
+    %f_buf, %f_l1 = transform.structured.bufferize_to_allocation %f_ops
+        {memory_space = 2, bufferize_destination_only, emit_dealloc} : !transform.any_op
+    %r_ops = transform.structured.match ops{["linalg.reduce"]} in %loop3
+        : (!transform.any_op) -> !transform.any_op
+    %r_buf, %r_l1 = transform.structured.bufferize_to_allocation %r_ops
+        {memory_space = 2, bufferize_destination_only, emit_dealloc} : !transform.any_op
+    %g_ops = transform.structured.match ops{["linalg.generic"]} in %loop3
+        : (!transform.any_op) -> !transform.any_op
+    %g_buf, %g_l1 = transform.structured.bufferize_to_allocation %g_ops
+        {memory_space = 2, bufferize_destination_only, emit_dealloc} : !transform.any_op
+    transform.include @canonicalize_with_cse failures(propagate) (%arg1)
+        : (!transform.any_op) -> ()
+    transform.include @one_shot_bufferize failures(propagate) (%arg1)
+        : (!transform.any_op) -> ()
+    transform.include @post_bufferize_cleanup failures(propagate) (%arg1)
+        : (!transform.any_op) -> ()
+    transform.include @vectorize_generics_at_16 failures(propagate) (%arg1)
+        : (!transform.any_op) -> ()
+    %vh = transform.include @air_herd_mapping_and_vectorize failures(propagate) (%arg1)
+        : (!transform.any_op) -> !transform.any_op
+    transform.include @post_vectorize_reduce_cleanup failures(propagate) (%vh)
+        : (!transform.any_op) -> ()
+    transform.yield
+  }
+}

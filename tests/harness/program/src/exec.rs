@@ -1,0 +1,615 @@
+//! The interpreter the software devices run: each launch once per program instance of its
+//! grid, over the dispatch's buffers, in the precision the device computes (see
+//! [`DType::round`] and the dot and reduce rules below).
+
+use crate::check::{Elem, Type, Types};
+use crate::ops::{BinOp, CastOp, FPred, IPred, Op, UnOp, V};
+use crate::{DType, Program, ProgramError};
+
+/// Where one element a store writes lands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreSite {
+    /// The launch (0 for a plain kernel; a chain's launches count from 0).
+    pub launch: usize,
+    /// The program instance `(x, y, z)` that stores.
+    pub program: [u32; 3],
+    /// The buffer argument.
+    pub arg: u8,
+    /// The element index within that buffer.
+    pub element: usize,
+}
+
+/// Which output elements a dispatch really writes. Every store goes through
+/// [`Coverage::covers`] — the single place where a tiling schedule (which tiles the herd
+/// covers) can decide that an element the kernel stores is never written, so that a schedule
+/// that tiles wrongly yields a wrong result. [`Everything`] writes all of them.
+pub trait Coverage {
+    fn covers(&self, site: &StoreSite) -> bool;
+}
+
+/// The coverage of a schedule that covers the whole iteration space.
+pub struct Everything;
+
+impl Coverage for Everything {
+    fn covers(&self, _: &StoreSite) -> bool {
+        true
+    }
+}
+
+/// A value at run time; its element type and shape are in the launch's [`Types`].
+enum Val {
+    Data(Vec<f64>),
+    /// Element offsets into the pointer's buffer.
+    Ptr(Vec<i64>),
+}
+
+impl Val {
+    fn data(&self) -> &[f64] {
+        match self {
+            Val::Data(d) => d,
+            Val::Ptr(_) => &[],
+        }
+    }
+
+    fn ptr(&self) -> &[i64] {
+        match self {
+            Val::Ptr(p) => p,
+            Val::Data(_) => &[],
+        }
+    }
+}
+
+pub fn execute(
+    p: &Program,
+    types: &[Types],
+    args: &mut [&mut [u8]],
+    coverage: &dyn Coverage,
+) -> Result<(), ProgramError> {
+    if args.len() != p.num_args as usize {
+        return Err(ProgramError::Execute(format!(
+            "the kernel takes {} buffer arguments, the dispatch passed {}",
+            p.num_args,
+            args.len()
+        )));
+    }
+    for (launch, (ops, types)) in p
+        .ops
+        .split(|op| matches!(op, Op::Launch))
+        .zip(types)
+        .enumerate()
+    {
+        let grid = ops
+            .iter()
+            .find_map(|op| match op {
+                Op::Grid(g) => Some(*g),
+                _ => None,
+            })
+            .unwrap_or([1, 1, 1]);
+        for z in 0..grid[2] {
+            for y in 0..grid[1] {
+                for x in 0..grid[0] {
+                    let mut instance = Instance {
+                        launch,
+                        pid: [x, y, z],
+                        grid,
+                        bf16_emulation: p.bf16_emulation,
+                        types,
+                        coverage,
+                    };
+                    instance.run(ops, args).map_err(|why| {
+                        ProgramError::Execute(format!(
+                            "{}program ({x}, {y}, {z}): {why}",
+                            if p.launches() > 1 {
+                                format!("launch {launch}, ")
+                            } else {
+                                String::new()
+                            }
+                        ))
+                    })?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+struct Instance<'a> {
+    launch: usize,
+    pid: [u32; 3],
+    grid: [u32; 3],
+    bf16_emulation: bool,
+    types: &'a Types,
+    coverage: &'a dyn Coverage,
+}
+
+fn strides(shape: &[u32]) -> Vec<usize> {
+    let mut s = vec![1usize; shape.len()];
+    for d in (0..shape.len().saturating_sub(1)).rev() {
+        s[d] = s[d + 1] * shape[d + 1] as usize;
+    }
+    s
+}
+
+/// Maps each element of a block of `shape` to an index into a block laid out with
+/// `source_strides` (one per dimension of `shape`).
+fn gather_indices(shape: &[u32], source_strides: &[usize]) -> Vec<usize> {
+    let n: usize = shape.iter().map(|d| *d as usize).product();
+    let out_strides = strides(shape);
+    (0..n)
+        .map(|i| {
+            out_strides
+                .iter()
+                .zip(shape)
+                .zip(source_strides)
+                .map(|((os, d), ss)| (i / os) % (*d as usize) * ss)
+                .sum()
+        })
+        .collect()
+}
+
+impl Instance<'_> {
+    fn ty(&self, v: V) -> &Type {
+        &self.types[v as usize]
+    }
+
+    fn dtype(&self, v: V) -> DType {
+        match self.ty(v).elem {
+            Elem::Data(t) | Elem::Ptr { elem: t, .. } => t,
+        }
+    }
+
+    fn run(&mut self, ops: &[Op], args: &mut [&mut [u8]]) -> Result<(), String> {
+        let mut vals: Vec<Val> = Vec::with_capacity(self.types.len());
+        for op in ops {
+            if matches!(op, Op::Grid(_)) {
+                continue;
+            }
+            let out = self.step(op, &vals, args)?;
+            if let Some(v) = out {
+                vals.push(v);
+            }
+        }
+        Ok(())
+    }
+
+    /// The type the op being computed gets (the next value's).
+    fn result_type(&self, defined: usize) -> &Type {
+        &self.types[defined]
+    }
+
+    fn step(&self, op: &Op, vals: &[Val], args: &mut [&mut [u8]]) -> Result<Option<Val>, String> {
+        let d = |v: &V| vals[*v as usize].data();
+        let out_ty = || self.result_type(vals.len());
+        let out_dtype = || match out_ty().elem {
+            Elem::Data(t) | Elem::Ptr { elem: t, .. } => t,
+        };
+        Ok(Some(match op {
+            Op::Launch | Op::Grid(_) => return Ok(None),
+            Op::Ptr { .. } => Val::Ptr(vec![0]),
+            Op::ProgramId(a) => Val::Data(vec![f64::from(self.pid[*a as usize])]),
+            Op::NumPrograms(a) => Val::Data(vec![f64::from(self.grid[*a as usize])]),
+            Op::Const { dtype, value, .. } => {
+                Val::Data(vec![dtype.round(*value); out_ty().numel()])
+            }
+            Op::Range { start, end } => Val::Data((*start..*end).map(f64::from).collect()),
+            Op::Splat { a, .. } => {
+                let n = out_ty().numel();
+                match &vals[*a as usize] {
+                    Val::Data(x) => Val::Data(vec![x[0]; n]),
+                    Val::Ptr(x) => Val::Ptr(vec![x[0]; n]),
+                }
+            }
+            Op::Broadcast { a, shape } => {
+                let from = &self.ty(*a).shape;
+                let src = strides(from);
+                let s: Vec<usize> = from
+                    .iter()
+                    .zip(&src)
+                    .map(|(dim, st)| if *dim == 1 { 0 } else { *st })
+                    .collect();
+                self.reindex(&vals[*a as usize], &gather_indices(shape, &s))
+            }
+            Op::ExpandDims { a, .. } | Op::Reshape { a, .. } => match &vals[*a as usize] {
+                Val::Data(x) => Val::Data(x.clone()),
+                Val::Ptr(x) => Val::Ptr(x.clone()),
+            },
+            Op::Trans { a, perm } => {
+                let from = &self.ty(*a).shape;
+                let src = strides(from);
+                let shape: Vec<u32> = perm.iter().map(|p| from[*p as usize]).collect();
+                let s: Vec<usize> = perm.iter().map(|p| src[*p as usize]).collect();
+                self.reindex(&vals[*a as usize], &gather_indices(&shape, &s))
+            }
+            Op::AddPtr { ptr, offset } => Val::Ptr(
+                vals[*ptr as usize]
+                    .ptr()
+                    .iter()
+                    .zip(d(offset))
+                    .map(|(p, o)| p + *o as i64)
+                    .collect(),
+            ),
+            Op::Load { ptr, mask, other } => {
+                let Elem::Ptr { arg, elem } = self.ty(*ptr).elem else {
+                    return Err("load through a non-pointer".into());
+                };
+                let buf = &args[arg as usize];
+                let len = buf.len() / elem.size();
+                let offsets = vals[*ptr as usize].ptr();
+                let mut out = Vec::with_capacity(offsets.len());
+                for (i, off) in offsets.iter().enumerate() {
+                    if mask.is_some_and(|m| d(&m)[i] == 0.0) {
+                        // Masked off: `other`, else what an uninitialised buffer gives back —
+                        // NaN makes a kernel that uses such lanes visibly wrong.
+                        out.push(match other {
+                            Some(o) => d(o)[i],
+                            None if elem.is_float() => f64::NAN,
+                            None => 0.0,
+                        });
+                        continue;
+                    }
+                    let at = usize::try_from(*off)
+                        .ok()
+                        .filter(|o| *o < len)
+                        .ok_or_else(|| {
+                            format!(
+                                "loads element {off} of argument {arg}, which holds {len} {} \
+                             elements (out of bounds; mask the load)",
+                                elem.name()
+                            )
+                        })?;
+                    out.push(elem.read(&buf[at * elem.size()..]));
+                }
+                Val::Data(out)
+            }
+            Op::Store { ptr, value, mask } => {
+                let Elem::Ptr { arg, elem } = self.ty(*ptr).elem else {
+                    return Err("store through a non-pointer".into());
+                };
+                let buf = &mut args[arg as usize];
+                let len = buf.len() / elem.size();
+                let offsets = vals[*ptr as usize].ptr();
+                for (i, (off, v)) in offsets.iter().zip(d(value)).enumerate() {
+                    if mask.is_some_and(|m| d(&m)[i] == 0.0) {
+                        continue;
+                    }
+                    let at = usize::try_from(*off)
+                        .ok()
+                        .filter(|o| *o < len)
+                        .ok_or_else(|| {
+                            format!(
+                                "stores element {off} of argument {arg}, which holds {len} {} \
+                             elements (out of bounds; mask the store)",
+                                elem.name()
+                            )
+                        })?;
+                    let site = StoreSite {
+                        launch: self.launch,
+                        program: self.pid,
+                        arg,
+                        element: at,
+                    };
+                    if self.coverage.covers(&site) {
+                        elem.write(*v, &mut buf[at * elem.size()..]);
+                    }
+                }
+                return Ok(None);
+            }
+            Op::Bin { op, a, b } => {
+                let t = self.dtype(*a);
+                let out: Result<Vec<f64>, String> = d(a)
+                    .iter()
+                    .zip(d(b))
+                    .map(|(x, y)| bin(*op, t, *x, *y).map(|r| t.round(r)))
+                    .collect();
+                Val::Data(out?)
+            }
+            Op::CmpF { pred, a, b } => Val::Data(
+                d(a).iter()
+                    .zip(d(b))
+                    .map(|(x, y)| f64::from(u8::from(cmpf(*pred, *x, *y))))
+                    .collect(),
+            ),
+            Op::CmpI { pred, a, b } => {
+                let t = self.dtype(*a);
+                Val::Data(
+                    d(a).iter()
+                        .zip(d(b))
+                        .map(|(x, y)| f64::from(u8::from(cmpi(*pred, t, *x, *y))))
+                        .collect(),
+                )
+            }
+            Op::Select { cond, a, b } => {
+                let c = d(cond);
+                let uniform = c.len() == 1;
+                Val::Data(
+                    d(a).iter()
+                        .zip(d(b))
+                        .enumerate()
+                        .map(|(i, (x, y))| {
+                            if c[if uniform { 0 } else { i }] != 0.0 {
+                                *x
+                            } else {
+                                *y
+                            }
+                        })
+                        .collect(),
+                )
+            }
+            Op::Un { op, a } => {
+                let t = self.dtype(*a);
+                Val::Data(d(a).iter().map(|x| t.round(un(*op, *x))).collect())
+            }
+            Op::Fma { a, b, c } => {
+                let t = self.dtype(*a);
+                Val::Data(
+                    d(a).iter()
+                        .zip(d(b))
+                        .zip(d(c))
+                        .map(|((x, y), z)| t.round(x.mul_add(*y, *z)))
+                        .collect(),
+                )
+            }
+            Op::Cast { op, a, to } => {
+                let from = self.dtype(*a);
+                Val::Data(d(a).iter().map(|x| cast(*op, from, *to, *x)).collect())
+            }
+            Op::Dot { a, b, acc } => Val::Data(self.dot(
+                d(a),
+                d(b),
+                d(acc),
+                &self.ty(*a).shape,
+                &self.ty(*b).shape,
+                self.dtype(*a),
+                out_dtype(),
+            )),
+            Op::Reduce { op, a, axis } => {
+                let t = self.dtype(*a);
+                let shape = &self.ty(*a).shape;
+                let ax = *axis as usize;
+                let outer: usize = shape[..ax].iter().map(|x| *x as usize).product();
+                let n = shape[ax] as usize;
+                let inner: usize = shape[ax + 1..].iter().map(|x| *x as usize).product();
+                let x = d(a);
+                let mut out = Vec::with_capacity(outer * inner);
+                for o in 0..outer {
+                    for i in 0..inner {
+                        // In order along the axis, rounding each step to the element type.
+                        let mut acc = x[o * n * inner + i];
+                        for k in 1..n {
+                            acc = t.round(bin(*op, t, acc, x[(o * n + k) * inner + i])?);
+                        }
+                        out.push(acc);
+                    }
+                }
+                Val::Data(out)
+            }
+        }))
+    }
+
+    fn reindex(&self, v: &Val, indices: &[usize]) -> Val {
+        match v {
+            Val::Data(x) => Val::Data(indices.iter().map(|i| x[*i]).collect()),
+            Val::Ptr(x) => Val::Ptr(indices.iter().map(|i| x[*i]).collect()),
+        }
+    }
+
+    /// `acc + a·b`. Inputs are what the device multiplies: f32 inputs are rounded to bf16
+    /// when aircc ran with `--bf16-emulation`. Each product is added to the accumulator
+    /// (acc's type: f32 for float inputs, i32 for i8) with one rounding, in k order.
+    #[allow(clippy::too_many_arguments)]
+    fn dot(
+        &self,
+        a: &[f64],
+        b: &[f64],
+        acc: &[f64],
+        ashape: &[u32],
+        bshape: &[u32],
+        input: DType,
+        out: DType,
+    ) -> Vec<f64> {
+        let (m, k, n) = (ashape[0] as usize, ashape[1] as usize, bshape[1] as usize);
+        let emulate = self.bf16_emulation && input == DType::F32;
+        let prep = |x: f64| if emulate { DType::Bf16.round(x) } else { x };
+        let a: Vec<f64> = a.iter().map(|x| prep(*x)).collect();
+        let b: Vec<f64> = b.iter().map(|x| prep(*x)).collect();
+        let mut c = acc.to_vec();
+        for i in 0..m {
+            for j in 0..n {
+                let mut s = c[i * n + j];
+                for kk in 0..k {
+                    s = out.round(a[i * k + kk].mul_add(b[kk * n + j], s));
+                }
+                c[i * n + j] = s;
+            }
+        }
+        c
+    }
+}
+
+fn int(v: f64) -> i64 {
+    v as i64
+}
+
+/// One binary op on elements of type `t` (before rounding to `t`).
+fn bin(op: BinOp, t: DType, x: f64, y: f64) -> Result<f64, String> {
+    let (a, b) = (int(x), int(y));
+    let (ua, ub) = (t.unsigned(x), t.unsigned(y));
+    let zero = || Err(format!("integer division by zero ({})", op.name()));
+    Ok(match op {
+        BinOp::AddF => x + y,
+        BinOp::SubF => x - y,
+        BinOp::MulF => x * y,
+        BinOp::DivF => x / y,
+        BinOp::RemF => x % y,
+        BinOp::MaxNumF => x.max(y),
+        BinOp::MinNumF => x.min(y),
+        BinOp::MaximumF => {
+            if x.is_nan() || y.is_nan() {
+                f64::NAN
+            } else {
+                x.max(y)
+            }
+        }
+        BinOp::MinimumF => {
+            if x.is_nan() || y.is_nan() {
+                f64::NAN
+            } else {
+                x.min(y)
+            }
+        }
+        BinOp::AddI => a.wrapping_add(b) as f64,
+        BinOp::SubI => a.wrapping_sub(b) as f64,
+        BinOp::MulI => a.wrapping_mul(b) as f64,
+        BinOp::DivSI => match b {
+            0 => return zero(),
+            _ => a.wrapping_div(b) as f64,
+        },
+        BinOp::RemSI => match b {
+            0 => return zero(),
+            _ => a.wrapping_rem(b) as f64,
+        },
+        BinOp::DivUI => match ub {
+            0 => return zero(),
+            _ => (ua / ub) as f64,
+        },
+        BinOp::RemUI => match ub {
+            0 => return zero(),
+            _ => (ua % ub) as f64,
+        },
+        BinOp::CeilDivSI => match b {
+            0 => return zero(),
+            _ => {
+                let q = a.wrapping_div(b);
+                (if a % b != 0 && ((a < 0) == (b < 0)) {
+                    q + 1
+                } else {
+                    q
+                }) as f64
+            }
+        },
+        BinOp::FloorDivSI => match b {
+            0 => return zero(),
+            _ => a.div_euclid(b).min(a.wrapping_div(b)) as f64,
+        },
+        BinOp::MaxSI => a.max(b) as f64,
+        BinOp::MinSI => a.min(b) as f64,
+        BinOp::MaxUI => ua.max(ub) as f64,
+        BinOp::MinUI => ua.min(ub) as f64,
+        BinOp::AndI => (a & b) as f64,
+        BinOp::OrI => (a | b) as f64,
+        BinOp::XOrI => (a ^ b) as f64,
+        BinOp::ShLI => {
+            if ub >= u64::from(t.bits()) {
+                0.0
+            } else {
+                a.wrapping_shl(ub as u32) as f64
+            }
+        }
+        BinOp::ShRSI => {
+            if ub >= u64::from(t.bits()) {
+                if a < 0 { -1.0 } else { 0.0 }
+            } else {
+                (a >> ub) as f64
+            }
+        }
+        BinOp::ShRUI => {
+            if ub >= u64::from(t.bits()) {
+                0.0
+            } else {
+                (ua >> ub) as f64
+            }
+        }
+    })
+}
+
+fn un(op: UnOp, x: f64) -> f64 {
+    match op {
+        UnOp::NegF => -x,
+        UnOp::Exp => x.exp(),
+        UnOp::Exp2 => x.exp2(),
+        UnOp::Log => x.ln(),
+        UnOp::Log2 => x.log2(),
+        UnOp::Sqrt => x.sqrt(),
+        UnOp::Rsqrt => 1.0 / x.sqrt(),
+        UnOp::Erf => libm::erf(x),
+        UnOp::Tanh => x.tanh(),
+        UnOp::AbsF | UnOp::AbsI => x.abs(),
+        UnOp::Floor => x.floor(),
+        UnOp::Ceil => x.ceil(),
+        UnOp::Sin => x.sin(),
+        UnOp::Cos => x.cos(),
+        UnOp::RoundEven => x.round_ties_even(),
+        UnOp::Trunc => x.trunc(),
+        UnOp::Log1p => x.ln_1p(),
+        UnOp::ExpM1 => x.exp_m1(),
+    }
+}
+
+fn cmpf(p: FPred, x: f64, y: f64) -> bool {
+    let unordered = x.is_nan() || y.is_nan();
+    let ordered = |r: bool| !unordered && r;
+    let or_unordered = |r: bool| unordered || r;
+    match p {
+        FPred::False => false,
+        FPred::True => true,
+        FPred::Oeq => ordered(x == y),
+        FPred::Ogt => ordered(x > y),
+        FPred::Oge => ordered(x >= y),
+        FPred::Olt => ordered(x < y),
+        FPred::Ole => ordered(x <= y),
+        FPred::One => ordered(x != y),
+        FPred::Ord => !unordered,
+        FPred::Ueq => or_unordered(x == y),
+        FPred::Ugt => or_unordered(x > y),
+        FPred::Uge => or_unordered(x >= y),
+        FPred::Ult => or_unordered(x < y),
+        FPred::Ule => or_unordered(x <= y),
+        FPred::Une => or_unordered(x != y),
+        FPred::Uno => unordered,
+    }
+}
+
+fn cmpi(p: IPred, t: DType, x: f64, y: f64) -> bool {
+    let (a, b) = (int(x), int(y));
+    let (ua, ub) = (t.unsigned(x), t.unsigned(y));
+    match p {
+        IPred::Eq => a == b,
+        IPred::Ne => a != b,
+        IPred::Slt => a < b,
+        IPred::Sle => a <= b,
+        IPred::Sgt => a > b,
+        IPred::Sge => a >= b,
+        IPred::Ult => ua < ub,
+        IPred::Ule => ua <= ub,
+        IPred::Ugt => ua > ub,
+        IPred::Uge => ua >= ub,
+    }
+}
+
+/// A conversion; float-to-integer conversions truncate toward zero and saturate.
+fn cast(op: CastOp, from: DType, to: DType, x: f64) -> f64 {
+    let saturate = |lo: f64, hi: f64| {
+        if x.is_nan() {
+            0.0
+        } else {
+            x.trunc().clamp(lo, hi)
+        }
+    };
+    match op {
+        CastOp::ExtF | CastOp::TruncF | CastOp::SIToFP | CastOp::ExtSI | CastOp::TruncI => {
+            to.round(x)
+        }
+        CastOp::UIToFP | CastOp::ExtUI => to.round(from.unsigned(x) as f64),
+        CastOp::FPToSI => {
+            let bits = to.bits();
+            let hi = 2f64.powi(bits as i32 - 1);
+            to.round(saturate(-hi, hi - 1.0))
+        }
+        CastOp::FPToUI => to.round(saturate(0.0, 2f64.powi(to.bits() as i32) - 1.0)),
+        CastOp::Bitcast => {
+            let mut bytes = [0u8; 8];
+            from.write(x, &mut bytes);
+            to.read(&bytes)
+        }
+    }
+}

@@ -1,0 +1,413 @@
+use super::*;
+
+/// `out[i] = x[i] + y[i]` for `i < n`, BLOCK 4, one program per block (masked).
+const ADD: &str = "args 3
+grid 2 1 1
+%0 = ptr arg0 f32
+%1 = ptr arg1 f32
+%2 = ptr arg2 f32
+%3 = program_id 0
+%4 = const i32 [] 4
+%5 = muli %3 %4
+%6 = range 0 4
+%7 = splat %5 [4]
+%8 = addi %7 %6
+%9 = const i32 [4] 6
+%10 = cmpi slt %8 %9
+%11 = splat %0 [4]
+%12 = addptr %11 %8
+%13 = load %12 mask %10
+%14 = splat %1 [4]
+%15 = addptr %14 %8
+%16 = load %15 mask %10
+%17 = addf %13 %16
+%18 = splat %2 [4]
+%19 = addptr %18 %8
+store %19 %17 mask %10
+";
+
+fn f32s(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn read_f32s(b: &[u8]) -> Vec<f32> {
+    b.chunks(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+fn bf16s(v: &[f32]) -> Vec<u8> {
+    v.iter()
+        .flat_map(|x| f32_to_bf16(*x).to_le_bytes())
+        .collect()
+}
+
+fn read_bf16s(b: &[u8]) -> Vec<f32> {
+    b.chunks(2)
+        .map(|c| bf16_to_f32(u16::from_le_bytes([c[0], c[1]])))
+        .collect()
+}
+
+#[test]
+fn text_binary_round_trip() {
+    let p = Program::parse_text(ADD).unwrap();
+    assert_eq!(p.to_string(), ADD);
+    let bytes = p.encode();
+    assert_eq!(bytes.len() % 4, 0);
+    assert_eq!(Program::decode(&bytes).unwrap(), p);
+    let mut padded = bytes.clone();
+    padded.extend_from_slice(&[0; 64]);
+    assert_eq!(Program::decode(&padded).unwrap(), p);
+    assert_eq!(p.written_args(), vec![false, false, true]);
+    assert_eq!(p.grids(), vec![[2, 1, 1]]);
+}
+
+#[test]
+fn every_op_round_trips() {
+    let text = "args 2
+bf16-emulation
+grid 1 2 3
+%0 = ptr arg0 bf16
+%1 = ptr arg1 f32
+%2 = program_id 2
+%3 = num_programs 1
+%4 = const f32 [2,2] -inf
+%5 = const bf16 [2,2] 1.5
+%6 = range 0 2
+%7 = expand_dims %6 1
+%8 = broadcast %7 [2,2]
+%9 = trans %8 [1,0]
+%10 = reshape %9 [4]
+%11 = reshape %10 [2,2]
+%12 = splat %0 [2,2]
+%13 = addptr %12 %11
+%14 = const i1 [2,2] 1
+%15 = load %13 mask %14 other %5
+%16 = extf %15 f32
+%17 = exp2 %16
+%18 = cmpf ogt %17 %4
+%19 = select %18 %17 %4
+%20 = fma %19 %19 %4
+%21 = dot %15 %15 %4
+%22 = reduce maxnumf %21 1
+%23 = sitofp %11 f32
+%24 = bitcast %23 i32
+%25 = xori %24 %24
+%26 = floordivsi %25 %11
+%27 = splat %1 [2,2]
+%28 = addptr %27 %11
+store %28 %20 mask %18
+launch
+%0 = ptr arg1 f32
+%1 = load %0
+store %0 %1
+";
+    let p = Program::parse_text(text).unwrap();
+    assert_eq!(p.to_string(), text);
+    assert!(p.bf16_emulation);
+    assert_eq!(Program::decode(&p.encode()).unwrap(), p);
+    assert_eq!(p.launches(), 2);
+    assert_eq!(p.grids(), vec![[1, 2, 3], [1, 1, 1]]);
+}
+
+#[test]
+fn masked_blocks_over_the_grid() {
+    let p = Program::parse_text(ADD).unwrap();
+    let (mut x, mut y) = (
+        f32s(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
+        f32s(&[10.0, 20.0, 30.0, 40.0, 50.0, 60.0]),
+    );
+    let mut out = f32s(&[-1.0; 6]);
+    p.execute(&mut [&mut x, &mut y, &mut out]).unwrap();
+    assert_eq!(read_f32s(&out), [11.0, 22.0, 33.0, 44.0, 55.0, 66.0]);
+    // Without the mask the second program reads past the 6 elements: a clear error.
+    let unmasked = ADD
+        .replace(" mask %10\n%14", "\n%14")
+        .replace(" mask %10\n%17", "\n%17")
+        .replace("store %19 %17 mask %10", "store %19 %17");
+    let p = Program::parse_text(&unmasked).unwrap();
+    let err = p
+        .execute(&mut [&mut x, &mut y, &mut out])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("program (1, 0, 0)") && err.contains("loads element 6 of argument 0"),
+        "{err}"
+    );
+    let err = p.execute(&mut [&mut x, &mut y]).unwrap_err().to_string();
+    assert!(
+        err.contains("3 buffer arguments") && err.contains("passed 2"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_schedule_decides_which_stores_land() {
+    struct FirstProgramOnly;
+    impl Coverage for FirstProgramOnly {
+        fn covers(&self, site: &StoreSite) -> bool {
+            site.program == [0, 0, 0] && site.arg == 2
+        }
+    }
+    let p = Program::parse_text(ADD).unwrap();
+    let (mut x, mut y) = (f32s(&[1.0; 6]), f32s(&[2.0; 6]));
+    let mut out = f32s(&[0.0; 6]);
+    p.execute_with(&mut [&mut x, &mut y, &mut out], &FirstProgramOnly)
+        .unwrap();
+    assert_eq!(read_f32s(&out), [3.0, 3.0, 3.0, 3.0, 0.0, 0.0]);
+}
+
+/// A 2×3 row-major block: `x[r, c]` at `r * 3 + c`.
+const ROWS: &str = "%0 = ptr arg0 f32
+%1 = ptr arg1 f32
+%2 = range 0 2
+%3 = expand_dims %2 1
+%4 = const i32 [2,1] 3
+%5 = muli %3 %4
+%6 = broadcast %5 [2,3]
+%7 = range 0 3
+%8 = expand_dims %7 0
+%9 = broadcast %8 [2,3]
+%10 = addi %6 %9
+%11 = splat %0 [2,3]
+%12 = addptr %11 %10
+%13 = load %12
+";
+
+#[test]
+fn reductions_along_each_axis() {
+    let x = [1.0f32, 2.0, 3.0, 4.0, 5.0, 7.0];
+    // axis 1 (per row): sums [6, 16]; axis 0 (per column): maxima [4, 5, 7].
+    for (reduce, n, expect) in [
+        ("reduce addf %13 1", 2, vec![6.0f32, 16.0]),
+        ("reduce maxnumf %13 0", 3, vec![4.0, 5.0, 7.0]),
+        ("reduce minimumf %13 0", 3, vec![1.0, 2.0, 3.0]),
+    ] {
+        let text = format!(
+            "args 2\n{ROWS}%14 = {reduce}\n%15 = range 0 {n}\n%16 = splat %1 [{n}]\n\
+             %17 = addptr %16 %15\nstore %17 %14\n"
+        );
+        let p = Program::parse_text(&text).unwrap();
+        let (mut a, mut out) = (f32s(&x), f32s(&vec![0.0; n]));
+        p.execute(&mut [&mut a, &mut out]).unwrap();
+        assert_eq!(read_f32s(&out), expect, "{reduce}");
+    }
+}
+
+#[test]
+fn bf16_rounds_at_every_op_whose_result_is_bf16() {
+    // 256 + 1 + 1 in bf16: each addition rounds back to 256 (8 bits of mantissa), while the
+    // same sum in f32 is 258.
+    let text = "args 2
+%0 = ptr arg0 bf16
+%1 = ptr arg1 bf16
+%2 = range 0 3
+%3 = splat %0 [3]
+%4 = addptr %3 %2
+%5 = load %4
+%6 = reduce addf %5 0
+store %1 %6
+";
+    let p = Program::parse_text(text).unwrap();
+    let (mut a, mut out) = (bf16s(&[256.0, 1.0, 1.0]), bf16s(&[0.0]));
+    p.execute(&mut [&mut a, &mut out]).unwrap();
+    assert_eq!(read_bf16s(&out), [256.0]);
+    let f32_text = text.replace("bf16", "f32");
+    let p = Program::parse_text(&f32_text).unwrap();
+    let (mut a, mut out) = (f32s(&[256.0, 1.0, 1.0]), f32s(&[0.0]));
+    p.execute(&mut [&mut a, &mut out]).unwrap();
+    assert_eq!(read_f32s(&out), [258.0]);
+}
+
+/// `c = a·b` for 2×2 blocks with a zero accumulator of `acc`; inputs of type `t`.
+fn dot_program(t: &str, acc: &str, emulation: bool) -> Program {
+    let text = format!(
+        "args 3\n{}%0 = ptr arg0 {t}\n%1 = ptr arg1 {t}\n%2 = ptr arg2 {acc}\n%3 = range 0 2\n\
+         %4 = expand_dims %3 1\n%5 = const i32 [2,1] 2\n%6 = muli %4 %5\n%7 = broadcast %6 [2,2]\n\
+         %8 = expand_dims %3 0\n%9 = broadcast %8 [2,2]\n%10 = addi %7 %9\n%11 = splat %0 [2,2]\n\
+         %12 = addptr %11 %10\n%13 = load %12\n%14 = splat %1 [2,2]\n%15 = addptr %14 %10\n\
+         %16 = load %15\n%17 = const {acc} [2,2] 0.0\n%18 = dot %13 %16 %17\n%19 = splat %2 [2,2]\n\
+         %20 = addptr %19 %10\nstore %20 %18\n",
+        if emulation { "bf16-emulation\n" } else { "" }
+    );
+    Program::parse_text(&text).unwrap()
+}
+
+#[test]
+fn dot_accumulates_as_the_device_does() {
+    // i8 inputs, i32 accumulator: 100·100 + 100·100 = 20000 does not wrap at i8.
+    let p = dot_program("i8", "i32", false);
+    let mut a = vec![100u8, 100, 1, 2];
+    let mut b = vec![100u8, 3, 100, 4];
+    let mut c = vec![0u8; 16];
+    p.execute(&mut [&mut a, &mut b, &mut c]).unwrap();
+    let got: Vec<i32> = c
+        .chunks(4)
+        .map(|w| i32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+        .collect();
+    assert_eq!(got, [20000, 700, 300, 11]);
+
+    // f32 inputs: exact without emulation; with --bf16-emulation the inputs are rounded to
+    // bf16 first (1 + 2^-10 becomes 1).
+    let v = 1.0 + 2f32.powi(-10);
+    for (emulation, expect) in [(false, v * v), (true, 1.0)] {
+        let p = dot_program("f32", "f32", emulation);
+        let (mut a, mut b, mut c) = (
+            f32s(&[v, 0.0, 0.0, 0.0]),
+            f32s(&[v, 0.0, 0.0, 0.0]),
+            f32s(&[9.0; 4]),
+        );
+        p.execute(&mut [&mut a, &mut b, &mut c]).unwrap();
+        assert_eq!(
+            read_f32s(&c),
+            [expect, 0.0, 0.0, 0.0],
+            "emulation {emulation}"
+        );
+    }
+
+    // bf16 inputs, f32 accumulator: the sum keeps what bf16 could not.
+    let p = dot_program("bf16", "f32", false);
+    let (mut a, mut b, mut c) = (
+        bf16s(&[256.0, 1.0, 0.0, 0.0]),
+        bf16s(&[1.0, 0.0, 1.0, 0.0]),
+        f32s(&[0.0; 4]),
+    );
+    p.execute(&mut [&mut a, &mut b, &mut c]).unwrap();
+    assert_eq!(read_f32s(&c), [257.0, 0.0, 0.0, 0.0]);
+}
+
+#[test]
+fn elementwise_math_casts_and_selects() {
+    let text = "args 2
+%0 = ptr arg0 f32
+%1 = ptr arg1 i8
+%2 = range 0 4
+%3 = splat %0 [4]
+%4 = addptr %3 %2
+%5 = load %4
+%6 = const f32 [4] 0.0
+%7 = cmpf olt %5 %6
+%8 = negf %5
+%9 = select %7 %8 %5
+%10 = sqrt %9
+%11 = fptosi %10 i8
+%12 = splat %1 [4]
+%13 = addptr %12 %2
+store %13 %11
+";
+    let p = Program::parse_text(text).unwrap();
+    let (mut x, mut out) = (f32s(&[-16.0, 9.0, 1e6, -2.25]), vec![0u8; 4]);
+    p.execute(&mut [&mut x, &mut out]).unwrap();
+    // |x| then sqrt, truncated and saturated to i8: 4, 3, 1000 → 127, 1.5 → 1.
+    assert_eq!(out, [4, 3, 127, 1]);
+}
+
+#[test]
+fn erf_and_tanh_round_to_the_result_type() {
+    let text = "args 2
+%0 = ptr arg0 bf16
+%1 = ptr arg1 bf16
+%2 = range 0 2
+%3 = splat %0 [2]
+%4 = addptr %3 %2
+%5 = load %4
+%6 = erf %5
+%7 = tanh %6
+%8 = splat %1 [2]
+%9 = addptr %8 %2
+store %9 %7
+";
+    let p = Program::parse_text(text).unwrap();
+    let (mut x, mut out) = (bf16s(&[0.5, -1.0]), bf16s(&[0.0, 0.0]));
+    p.execute(&mut [&mut x, &mut out]).unwrap();
+    let r = |v: f64| DType::Bf16.round(v) as f32;
+    let e0 = r(libm::erf(0.5));
+    let e1 = r(libm::erf(-1.0));
+    assert_eq!(
+        read_bf16s(&out),
+        [r((e0 as f64).tanh()), r((e1 as f64).tanh())]
+    );
+}
+
+#[test]
+fn chained_launches_hand_off_through_a_buffer() {
+    let copy = |from: u8, to: u8| {
+        format!(
+            "%0 = ptr arg{from} f32\n%1 = ptr arg{to} f32\n%2 = range 0 2\n%3 = splat %0 [2]\n\
+             %4 = addptr %3 %2\n%5 = load %4\n%6 = addf %5 %5\n%7 = splat %1 [2]\n\
+             %8 = addptr %7 %2\nstore %8 %6\n"
+        )
+    };
+    let text = format!("args 3\n{}launch\n{}", copy(0, 1), copy(1, 2));
+    let p = Program::parse_text(&text).unwrap();
+    assert_eq!(p.launches(), 2);
+    assert_eq!(p.written_args(), vec![false, true, true]);
+    let (mut a, mut b, mut c) = (f32s(&[1.0, 2.0]), f32s(&[0.0; 2]), f32s(&[0.0; 2]));
+    p.execute(&mut [&mut a, &mut b, &mut c]).unwrap();
+    assert_eq!(read_f32s(&c), [4.0, 8.0]);
+}
+
+#[test]
+fn set_grid_fills_in_launches_without_one() {
+    let mut p = Program::parse_text("args 1\n%0 = ptr arg0 f32\nlaunch\ngrid 2 1 1\n").unwrap();
+    p.set_grid([4, 1, 1]);
+    assert_eq!(p.grids(), vec![[4, 1, 1], [2, 1, 1]]);
+    let mut empty = Program::parse_text("args 0\n").unwrap();
+    empty.set_grid([3, 1, 1]);
+    assert_eq!(empty.to_string(), "args 0\ngrid 3 1 1\n");
+}
+
+#[test]
+fn refuses_malformed_programs() {
+    assert!(Program::decode(b"nope").is_err());
+    assert!(Program::decode(&[0u8; 3]).is_err());
+    let mut bytes = Program::parse_text(ADD).unwrap().encode();
+    bytes[20] = 0x7f; // first opcode
+    assert!(Program::decode(&bytes).is_err());
+    let mut v1 = Program::parse_text(ADD).unwrap().encode();
+    v1[4] = 1;
+    assert!(
+        Program::decode(&v1)
+            .unwrap_err()
+            .to_string()
+            .contains("unknown version 1")
+    );
+    for (text, why) in [
+        ("args 1\n%0 = ptr arg3 f32\n", "argument 3 out of range"),
+        (
+            "args 1\n%0 = range 0 4\n%1 = addf %0 %0\n",
+            "addf does not take i32",
+        ),
+        ("args 1\n%1 = range 0 4\n", "named %0"),
+        ("r0 = const 1\n", "expected `args <N>`"),
+        ("args 1\n%0 = frobnicate %1 %2\n", "cannot read"),
+        (
+            "args 1\n%0 = range 0 4\n%1 = broadcast %0 [8]\n",
+            "cannot broadcast",
+        ),
+        (
+            "args 1\n%0 = range 0 4\n%1 = reduce addi %0 1\n",
+            "axis 1 of a rank-1",
+        ),
+        ("args 1\n%0 = range 0 4\ngrid 1 1 1\n", "grid comes first"),
+        ("args 1\n%0 = const f32 [4096,4096,4096] 0.0\n", "too large"),
+    ] {
+        let e = Program::parse_text(text).unwrap_err().to_string();
+        assert!(e.contains(why), "{text:?}: {e}");
+    }
+}
+
+#[test]
+fn integer_division_by_zero_is_an_error() {
+    let text = "args 1
+%0 = ptr arg0 i32
+%1 = load %0
+%2 = const i32 [] 0
+%3 = divsi %1 %2
+store %0 %3
+";
+    let p = Program::parse_text(text).unwrap();
+    let mut a = 7i32.to_le_bytes().to_vec();
+    let e = p.execute(&mut [&mut a]).unwrap_err().to_string();
+    assert!(e.contains("division by zero"), "{e}");
+}
