@@ -33,7 +33,9 @@ def populate(get_cache_manager, n: int) -> None:
     for i in range(n):
         manager = get_cache_manager(key(i))
         paths = {
-            "kernel.json": manager.put(json.dumps({"name": f"kernel_{i}"}), "kernel.json", binary=False),
+            "kernel.json": manager.put(
+                json.dumps({"name": f"kernel_{i}"}), "kernel.json", binary=False
+            ),
             "aie.elf": manager.put(artifact, "aie.elf"),
             "insts.bin": manager.put(bytes(64), "insts.bin"),
         }
@@ -59,7 +61,9 @@ def main() -> int:
 
         started = time.perf_counter()
         populate(get_cache_manager, ENTRIES)
-        print(f"populated {ENTRIES} entries in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+        print(
+            f"populated {ENTRIES} entries in {time.perf_counter() - started:.1f} s", file=sys.stderr
+        )
         keys = [(i * 7919) % ENTRIES for i in range(LOOKUPS)]
         per_round = []
         for _ in range(ROUNDS):
