@@ -14,6 +14,7 @@ pub mod doctor;
 pub mod hsaco;
 pub mod run;
 pub mod test_examples;
+pub mod transform;
 
 /// Facts about the calling environment that Rust cannot learn by itself.
 #[derive(Debug, Clone, Default)]
@@ -62,7 +63,7 @@ impl Host {
     version = npu_target::VERSION,
     about = "Triton backend for AMD XDNA NPUs: diagnose the setup, compile kernels ahead of \
              time, pack and inspect hsaco files, run kernels for bring-up, run example scripts, \
-             manage the kernel cache"
+             manage the kernel cache, show transform scripts"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -83,6 +84,8 @@ enum Command {
     Compile(compile::CompileArgs),
     /// Run upstream-style example scripts (one directory each) and summarise.
     TestExamples(test_examples::TestExamplesArgs),
+    /// List the transform library; print the transform script air-opt gets.
+    Transform(transform::TransformArgs),
 }
 
 /// Parses `args` (program name first) and runs the command. Never panics outward: a panic
@@ -106,6 +109,7 @@ where
         Command::Run(args) => run::run(&args, host),
         Command::Compile(args) => compile::run_for_host(&args, host),
         Command::TestExamples(args) => test_examples::run(&args, host),
+        Command::Transform(args) => transform::run(&args),
     }));
     outcome.unwrap_or_else(|_| {
         eprintln!("triton-npu: internal error (a bug; please report it with the command line)");

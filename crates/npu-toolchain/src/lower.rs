@@ -18,12 +18,13 @@ use std::ffi::OsString;
 /// The IR file names of the lowering, in order (kept in the debug directory).
 pub const SOURCE: &str = "asm_src.mlir";
 pub const PREPARED: &str = "air_prepared.mlir";
-pub const TRANSFORM_SCRIPT: &str = "transform.mlir";
+/// The expanded transform script air-opt runs (kept with every compile's artifacts).
+pub const TRANSFORM_SCRIPT: &str = npu_transform::schedule::TRANSFORM_SCRIPT;
+/// The generated matmul schedule before expansion, kept beside [`TRANSFORM_SCRIPT`] when the
+/// automatic matmul schedule was chosen.
+pub const AUTO_TRANSFORM_SCRIPT: &str = npu_transform::schedule::AUTO_TRANSFORM_SCRIPT;
 pub const TILED: &str = "air_tiled.mlir";
 pub const AIR_OUTPUT: &str = "asm_air_output.mlir";
-
-/// Our default schedule for elementwise kernels, used when no transform script is configured.
-pub const DEFAULT_TRANSFORM: &str = include_str!("default_transform.mlir");
 
 /// One `air-opt` run of the lowering.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,41 +103,11 @@ pub fn actual_sizes<'a>(
     needs_padding.then(|| [m.max(0) as u64, n.max(0) as u64, 1])
 }
 
-/// Whether the Linalg module is a single f32 matmul (upstream's `_detect_matmul` shape test:
+/// Whether the Linalg module is a single plain f32 matmul (upstream's `_detect_matmul` rule:
 /// exactly one `linalg.matmul`, no linalg ops other than `matmul` and `fill`), for which
-/// upstream always enables aircc's `--bf16-emulation`.
+/// aircc gets `--bf16-emulation` (the AIE has no f32 MAC).
 pub fn is_f32_matmul(linalg: &str) -> bool {
-    let mut matmuls = Vec::new();
-    for line in linalg.lines() {
-        let mut rest = line;
-        while let Some(at) = rest.find("linalg.") {
-            let after = &rest[at + "linalg.".len()..];
-            let name: String = after
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect();
-            match name.as_str() {
-                "matmul" => matmuls.push(line),
-                // Region terminators and index queries are not operations of their own.
-                "fill" | "yield" | "index" | "" => {}
-                _ => return false,
-            }
-            rest = &after[name.len()..];
-        }
-    }
-    let [line] = matmuls.as_slice() else {
-        return false;
-    };
-    // The element type of the first input: `ins(%a, %b : tensor<64x64xf32>, …)`.
-    let Some(ins) = line.find("ins(") else {
-        return false;
-    };
-    let types = &line[ins..];
-    let Some(colon) = types.find(':') else {
-        return false;
-    };
-    let first = types[colon + 1..].split(',').next().unwrap_or("");
-    first.trim().trim_end_matches(')').ends_with("xf32>")
+    npu_transform::schedule::is_f32_matmul(linalg)
 }
 
 #[cfg(test)]
@@ -209,45 +180,5 @@ mod tests {
         );
         assert_eq!(actual_sizes([("M", 512)]), None);
         assert_eq!(actual_sizes([("BLOCK_SIZE", 1024)]), None);
-    }
-
-    #[test]
-    fn matmul_detection() {
-        let f32_mm = "%0 = linalg.fill ins(%cst : f32) outs(%e : tensor<32x32xf32>) -> tensor<32x32xf32>\n\
-            %1 = linalg.matmul ins(%a, %b : tensor<32x64xf32>, tensor<64x32xf32>) outs(%0 : tensor<32x32xf32>) -> tensor<32x32xf32>\n";
-        assert!(is_f32_matmul(f32_mm));
-        assert!(!is_f32_matmul(
-            &f32_mm
-                .replace("xf32>, tensor<64x32xf32>", "xbf16>, tensor<64x32xbf16>")
-                .replace("tensor<32x64xf32>", "tensor<32x64xbf16>")
-        ));
-        let with_generic =
-            format!("{f32_mm}%2 = linalg.generic {{}} ins(%1 : tensor<32x32xf32>)\n");
-        assert!(!is_f32_matmul(&with_generic));
-        let two = format!("{f32_mm}{f32_mm}");
-        assert!(!is_f32_matmul(&two));
-        assert!(!is_f32_matmul(
-            "%1 = linalg.generic ins(%a : tensor<8xf32>)"
-        ));
-    }
-
-    #[test]
-    fn default_transform_is_a_transform_module() {
-        let t = DEFAULT_TRANSFORM;
-        assert!(t.contains("module attributes {transform.with_named_sequence}"));
-        assert!(t.contains("transform.named_sequence @__transform_main("));
-        assert!(t.contains("transform.yield"));
-        let code: String = t
-            .lines()
-            .map(|l| l.split("//").next().unwrap_or(""))
-            .collect::<Vec<_>>()
-            .join("\n");
-        for (open, close) in [('{', '}'), ('(', ')'), ('[', ']')] {
-            assert_eq!(
-                code.matches(open).count(),
-                code.matches(close).count(),
-                "unbalanced {open}{close}"
-            );
-        }
     }
 }
