@@ -23,7 +23,7 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml Makefile
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q "maturin>=1.16,<2" "pytest>=8" "ruff>=0.6" "triton>=3.9,<3.10" numpy torch ml-dtypes
+	$(PIP) install -q "maturin>=1.16,<2" "pytest>=8" "ruff>=0.6" "triton>=3.9,<3.10" numpy torch ml-dtypes iree-base-compiler
 	touch $@
 
 ## develop: build the native module (release) and the XRT shim (when XRT headers are found),

@@ -136,6 +136,8 @@ pub mod vars {
     pub const LLVM_BINARY_DIR: &str = "LLVM_BINARY_DIR";
     pub const PEANO_INSTALL_DIR: &str = "PEANO_INSTALL_DIR";
     pub const TRITON_SHARED_OPT_PATH: &str = "TRITON_SHARED_OPT_PATH";
+    /// aiecc's override for the xclbinutil it runs (mlir-aie `aiecc.cpp`).
+    pub const AIE_XCLBINUTIL: &str = "AIE_XCLBINUTIL";
     pub const XRT_DEV_DIR: &str = "XRT_DEV_DIR";
     pub const XILINX_XRT: &str = "XILINX_XRT";
     pub const XRT_SHIM: &str = "AMD_TRITON_NPU_XRT_SHIM";
@@ -160,6 +162,8 @@ pub struct Locations {
     pub llvm_binary_dir: Option<PathBuf>,
     pub peano_install_dir: Option<PathBuf>,
     pub triton_shared_opt_path: Option<PathBuf>,
+    /// `AIE_XCLBINUTIL`: the xclbinutil aiecc runs instead of searching for one.
+    pub aie_xclbinutil: Option<PathBuf>,
     pub xrt_dev_dir: Option<PathBuf>,
     pub xilinx_xrt: Option<PathBuf>,
     /// `AMD_TRITON_NPU_XRT_SHIM`: an explicit path to the XRT shim library.
@@ -475,6 +479,7 @@ impl Config {
             llvm_binary_dir: path_var(vars::LLVM_BINARY_DIR),
             peano_install_dir: path_var(vars::PEANO_INSTALL_DIR),
             triton_shared_opt_path: path_var(vars::TRITON_SHARED_OPT_PATH),
+            aie_xclbinutil: path_var(vars::AIE_XCLBINUTIL),
             xrt_dev_dir: path_var(vars::XRT_DEV_DIR),
             xilinx_xrt: path_var(vars::XILINX_XRT),
             xrt_shim: path_var(vars::XRT_SHIM),

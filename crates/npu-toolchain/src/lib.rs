@@ -38,6 +38,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod aie_tools;
 pub mod aircc;
 mod compile;
 pub mod discovery;
