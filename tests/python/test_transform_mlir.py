@@ -9,7 +9,7 @@ schedule for bf16, f32 and i8 on both targets (all printed by `triton-npu transf
 so the scripts checked are the ones air-opt gets). The kernels themselves (written here in
 triton-shared's shape, with masks and a scalar operand) parse and verify too.
 
-Two differences between upstream MLIR as IREE ships it (October 2026) and the version
+Three differences between upstream MLIR as IREE ships it (October 2026) and the version
 mlir-air d0e522b builds against (LLVM 56bcc187, August 2026) are bridged before parsing, and
 only these (`as_iree_mlir`):
 
@@ -22,6 +22,9 @@ only these (`as_iree_mlir`):
   and `transform.structured.pad` from a `<{...}>` property dictionary; the pinned version reads
   them from the attribute dictionary `{...}`, which is how upstream's scripts (run on that
   version) and ours write them.
+* IREE's MLIR spells `transform.loop.unroll %l factor = 2` and `transform.split_handle %h
+  overflow_result = 1`; the pinned version reads `{factor = 2}` and `{overflow_result = 1}`,
+  as upstream's matmul schedule generator (matmul_transform.py) and ours write them.
 """
 
 from __future__ import annotations
@@ -43,6 +46,9 @@ _AIR_OP = re.compile(
     r"\([^()]*\)\s*->\s*!transform\.any_op",
     re.S,
 )
+_KEYWORD = re.compile(
+    r"(transform\.(?:loop\.unroll|split_handle)\s+%[\w.$-]+)\s*\{\s*(\w+)\s*=\s*(\d+)\s*\}"
+)
 _PROPERTIES = re.compile(
     r"(transform\.structured\.(?:bufferize_to_allocation|pad)\s+%[\w.$-]+)\s*\{([^{}]*)\}",
     re.S,
@@ -50,8 +56,9 @@ _PROPERTIES = re.compile(
 
 
 def as_iree_mlir(text: str) -> str:
-    """The two translations described in the module docstring."""
+    """The three translations described in the module docstring."""
     text = _AIR_OP.sub(lambda m: f"transform.merge_handles {m.group(1)} : !transform.any_op", text)
+    text = _KEYWORD.sub(lambda m: f"{m.group(1)} {m.group(2)} = {m.group(3)}", text)
     return _PROPERTIES.sub(lambda m: f"{m.group(1)} <{m.group(2)}>", text)
 
 
@@ -90,12 +97,17 @@ def test_the_translation_touches_only_what_it_says():
         "    {memory_space = 2, emit_dealloc} : !transform.any_op\n"
         '%f = transform.structured.match ops{["func.func"]} in %r : (!transform.any_op) -> '
         "!transform.any_op\n"
+        "transform.loop.unroll %l {factor = 2} : !transform.any_op\n"
+        "%i, %o = transform.split_handle %s {overflow_result = 1} : (!transform.any_op) -> "
+        "(!transform.any_op, !transform.any_op)\n"
     )
     out = as_iree_mlir(script)
     assert "%h = transform.merge_handles %p : !transform.any_op" in out
     assert "%c = transform.merge_handles %m : !transform.any_op" in out
     assert "bufferize_to_allocation %x <memory_space = 2, emit_dealloc>" in out
     assert 'ops{["func.func"]}' in out
+    assert "transform.loop.unroll %l factor = 2 :" in out
+    assert "transform.split_handle %s overflow_result = 1 :" in out
 
 
 @pytest.mark.parametrize("path", sorted(LIBRARY.glob("*.mlir")), ids=lambda p: p.name)
