@@ -77,6 +77,52 @@ def test_ttir_stage_runs_and_feeds_triton_shared_opt(monkeypatch, tmp_path: Path
     assert b"func.func @add_kernel" in compiled.asm["ttsharedir"]
 
 
+def _tool_printing(tmp_path: Path, output: str) -> Path:
+    """A triton-shared-opt that writes `output` to its `-o` file."""
+    (tmp_path / "output.mlir").write_text(output)
+    tool = tmp_path / "bin" / "triton-shared-opt"
+    tool.parent.mkdir(exist_ok=True)
+    tool.write_text(
+        "#!/bin/sh\n"
+        "out=''; prev=''\n"
+        'for a in "$@"; do [ "$prev" = -o ] && out=$a; prev=$a; done\n'
+        f'cp {tmp_path / "output.mlir"} "$out"\n'
+    )
+    tool.chmod(0o755)
+    return tool
+
+
+def test_kernel_name_comes_from_the_mlir_reader(monkeypatch, tmp_path: Path):
+    # --mlir-print-debuginfo output: a declaration before the kernel, quoted locations holding
+    # `)`, `->` and quotes, location aliases after the module.
+    output = (
+        "module {\n"
+        '  func.func private @helper(i32) loc("f(x) -> \\"y\\"":1:2)\n'
+        "  func.func @the_kernel(%arg0: memref<*xf32> "
+        '{tt.divisibility = 16 : i32} loc("x_ptr"(#loc1))) {\n'
+        "    return loc(#loc2)\n"
+        "  } loc(#loc1)\n"
+        "} loc(#loc1)\n"
+        '#loc1 = loc("/p/k.py":3:0)\n'
+        "#loc2 = loc(fused[#loc1, #loc1])\n"
+    )
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("TRITON_SHARED_OPT_PATH", str(_tool_printing(tmp_path, output)))
+    compiled = triton.compile(_source(), target=GPUTarget("npu", 0, 0))
+    assert compiled.metadata.name == "the_kernel"
+
+
+def test_unreadable_triton_shared_output_says_where(monkeypatch, tmp_path: Path):
+    output = "module {\n  func.func @k(%arg0: memref<*xf32>]) {\n  }\n}\n"
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("TRITON_SHARED_OPT_PATH", str(_tool_printing(tmp_path, output)))
+    with pytest.raises(RuntimeError) as info:
+        triton.compile(_source(), target=GPUTarget("npu", 0, 0))
+    text = str(info.value)
+    assert "cannot name the kernel" in text and "2:36" in text, text
+    assert "does not close the `(` opened at 2:15" in text, text
+
+
 def test_failing_triton_shared_opt_reports_its_output(monkeypatch, tmp_path: Path):
     tool = tmp_path / "triton-shared-opt"
     tool.write_text("#!/bin/sh\necho 'error: failed to legalize tt.dot' >&2\nexit 3\n")

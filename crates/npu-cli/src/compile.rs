@@ -156,7 +156,12 @@ fn compile(args: &CompileArgs, config: &Config, search: &SearchPaths) -> Result<
         .map_err(|e| e.to_string())?;
     let linalg = std::fs::read_to_string(&args.input)
         .map_err(|e| format!("cannot read {}: {e}", args.input.display()))?;
-    check_kernel_name(&linalg, &args.kernel, &args.input)?;
+    let module = npu_mlir::Module::parse(&linalg)
+        .map_err(|e| format!("cannot read {}: {e}", args.input.display()))?;
+    check_kernel_name(&module, &args.kernel, &args.input)?;
+    let buffers = module
+        .function(&args.kernel)
+        .map_or(0, |f| f.buffers().count());
     let toolchain = Toolchain::discover(config, search).map_err(|e| e.to_string())?;
     let output = Compiler::new(&toolchain, config)
         .compile(&CompileRequest {
@@ -172,23 +177,25 @@ fn compile(args: &CompileArgs, config: &Config, search: &SearchPaths) -> Result<
         })
         .map_err(|e| e.to_string())?;
     let hsaco = match config.runtime {
-        RuntimeKind::Hsa => Some(pack_hsaco(&output, &args.kernel, &linalg, &args.output)?),
+        RuntimeKind::Hsa => Some(pack_hsaco(&output, &args.kernel, buffers, &args.output)?),
         RuntimeKind::Xrt => None,
     };
     Ok(Done { output, hsaco })
 }
 
 /// The input must define the kernel; say which functions it does define otherwise.
-fn check_kernel_name(linalg: &str, kernel: &str, input: &Path) -> Result<(), String> {
-    if linalg.contains(&format!("func.func @{kernel}(")) {
+fn check_kernel_name(
+    module: &npu_mlir::Module<'_>,
+    kernel: &str,
+    input: &Path,
+) -> Result<(), String> {
+    if module.function(kernel).is_some_and(|f| f.body().is_some()) {
         return Ok(());
     }
-    let found: Vec<&str> = linalg
-        .match_indices("func.func @")
-        .filter_map(|(i, m)| {
-            let rest = &linalg[i + m.len()..];
-            rest.find('(').map(|end| &rest[..end])
-        })
+    let found: Vec<&str> = module
+        .functions()
+        .filter(|f| f.body().is_some())
+        .map(|f| f.name())
         .collect();
     Err(format!(
         "{} defines no function @{kernel}; it defines: {}. Pass --kernel with one of them",
@@ -205,11 +212,10 @@ fn check_kernel_name(linalg: &str, kernel: &str, input: &Path) -> Result<(), Str
 fn pack_hsaco(
     output: &CompileOutput,
     kernel: &str,
-    linalg: &str,
+    buffers: usize,
     out_dir: &Path,
 ) -> Result<(PathBuf, String), String> {
     let name = npu_driver::artifacts::kernel_symbol(&output.artifacts, kernel);
-    let buffers = npu_driver::ir::kernel_io(linalg).map_or(0, |io| io.written.len());
     let bytes = npu_driver::artifacts::pack_hsaco(&output.artifacts, output.target, &name, buffers)
         .map_err(|e| e.to_string())?;
     let path = out_dir.join(npu_driver::artifacts::HSACO);
@@ -312,8 +318,11 @@ mod tests {
 
     #[test]
     fn kernel_names() {
-        let m = "module {\n  func.func @add(%arg0: memref<*xf32> {tt.divisibility = 16 : i32}, %arg1: memref<*xbf16>, %arg2: i32) {\n    return\n  }\n  func.func @other() {\n  }\n}";
+        let text = "module {\n  func.func @add(%arg0: memref<*xf32> {tt.divisibility = 16 : i32}, %arg1: memref<*xbf16>, %arg2: i32) {\n    return\n  }\n  func.func @other() {\n  }\n  func.func private @decl(i32)\n}";
+        let m = &npu_mlir::Module::parse(text).unwrap();
         assert!(check_kernel_name(m, "add", Path::new("k.mlir")).is_ok());
+        // A declaration is no kernel.
+        assert!(check_kernel_name(m, "decl", Path::new("k.mlir")).is_err());
         let e = check_kernel_name(m, "ad", Path::new("k.mlir")).unwrap_err();
         assert!(
             e.contains("no function @ad") && e.contains("add, other"),

@@ -17,7 +17,6 @@
 //!   (load_pdi), which npu1 cannot do.
 //! * [`ChainRunner`] loads the compiled chain and dispatches it over persistent buffers.
 
-mod mlir;
 mod runner;
 mod stitch;
 
@@ -25,6 +24,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use npu_cache::{Entry, Inputs, KERNEL_NAME_INPUT};
+use npu_mlir::{Module, Type};
 use npu_runtime::MAX_KERNEL_ARGS;
 use npu_target::{Config, NpuVersion, OutputFormat};
 use npu_toolchain::{AirccOptions, BuildRequest, Compiler, LowerRequest, Lowered, Toolchain};
@@ -139,38 +139,28 @@ impl ChainBuilder {
         actual_sizes: Option<[u64; 3]>,
     ) -> Result<(), DriverError> {
         let k = self.ops.len();
-        let module = mlir::parse_module(ttsharedir)
+        let module = Module::parse(ttsharedir)
             .map_err(|e| self.input_error(format!("op {k}: its ttsharedir is unreadable: {e}")))?;
-        let func = module
-            .ops
-            .iter()
-            .filter_map(|op| mlir::parse_func(op))
-            .find(|f| f.body.is_some())
-            .ok_or_else(|| {
-                self.input_error(format!(
-                    "op {k}: its ttsharedir has no function with a body; pass what the \
+        let func = module.kernel().ok_or_else(|| {
+            self.input_error(format!(
+                "op {k}: its ttsharedir has no function with a body; pass what the \
                      ttsharedir stage produced (compiled.asm[\"ttsharedir\"])"
-                ))
-            })?;
+            ))
+        })?;
         if grid.contains(&0) {
             return Err(self.input_error(format!(
                 "op {k} ({}): grid {grid:?} has an empty dimension; every size must be ≥ 1",
-                func.name
+                func.name()
             )));
         }
-        let buffer_types: Vec<String> = func
-            .params
-            .iter()
-            .filter(|p| p.is_buffer())
-            .map(|p| p.ty.clone())
-            .collect();
+        let buffer_types: Vec<String> = func.buffers().map(|p| p.ty.to_string()).collect();
         let mut map: Vec<Option<usize>> = vec![None; buffer_types.len()];
         for &(param, combined) in arg_map {
             let Some(slot) = map.get_mut(param) else {
                 return Err(self.input_error(format!(
                     "op {k} ({}): arg_map names buffer parameter {param}, but the kernel has \
                      {} buffer parameters (pointer arguments, counted from 0)",
-                    func.name,
+                    func.name(),
                     buffer_types.len()
                 )));
             };
@@ -178,7 +168,7 @@ impl ChainBuilder {
                 return Err(self.input_error(format!(
                     "op {k} ({}): combined index {combined} is out of range; a chain takes at \
                      most {MAX_KERNEL_ARGS} buffers (indices 0..{})",
-                    func.name,
+                    func.name(),
                     MAX_KERNEL_ARGS - 1
                 )));
             }
@@ -194,7 +184,7 @@ impl ChainBuilder {
             return Err(self.input_error(format!(
                 "op {k} ({}): arg_map does not map buffer parameter(s) {}; map every pointer \
                  argument of the kernel to a combined index",
-                func.name,
+                func.name(),
                 missing.join(", ")
             )));
         }
@@ -202,13 +192,14 @@ impl ChainBuilder {
         for (param, &combined) in map.iter().enumerate() {
             let ty = &buffer_types[param];
             if let Some((seen, op, seen_param)) = self.combined.get(&combined)
-                && mlir::element_type(seen) != mlir::element_type(ty)
+                && Type(seen).element_type() != Type(ty).element_type()
             {
                 return Err(self.input_error(format!(
                     "conflicting element types for combined index {combined}: op {op} \
                      ({}) buffer {seen_param} is {seen}, op {k} ({}) buffer {param} is {ty}; a \
                      shared combined index is one buffer, so its element type must agree",
-                    self.ops[*op].kernel, func.name
+                    self.ops[*op].kernel,
+                    func.name()
                 )));
             }
         }
@@ -218,7 +209,7 @@ impl ChainBuilder {
                 .or_insert((buffer_types[param].clone(), k, param));
         }
         self.ops.push(ChainOp {
-            kernel: func.name,
+            kernel: func.name().to_owned(),
             ttsharedir: ttsharedir.to_owned(),
             grid,
             arg_map: map,

@@ -33,6 +33,8 @@ pub enum DriverError {
     Runtime(#[from] npu_runtime::RuntimeError),
     #[error("the kernel's Linalg text has no func.func; cannot find the kernel")]
     NoKernel,
+    #[error("the kernel's Linalg text cannot be read: {0}")]
+    Ir(#[from] npu_mlir::ParseError),
     #[error("kernel {kernel:?} takes {expected} tensor arguments, the launch passed {got}")]
     ArgumentCount {
         kernel: String,

@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use npu_cache::{Cache, Entry, Inputs, KERNEL_NAME_INPUT, TOOL_INPUT_PREFIX};
+use npu_mlir::{KernelIo, Module};
 use npu_runtime::{Program, Runtime};
 use npu_target::target::{self, TargetProbe};
 use npu_target::{Config, NpuVersion, OutputFormat, RuntimeKind};
@@ -10,7 +11,6 @@ use npu_toolchain::{AirccOptions, CompileRequest, Compiler, SearchPaths, Toolcha
 
 use crate::artifacts::{self, Compiled};
 use crate::error::DriverError;
-use crate::ir::{self, KernelIo};
 use crate::runtimes::{self, Host};
 
 /// What Triton hands the driver for one kernel and grid.
@@ -163,7 +163,9 @@ fn build(
         out_dir: dir.to_owned(),
         debug_tag: None,
     })?;
-    let buffers = ir::kernel_io(&req.ttsharedir).map_or(0, |io| io.written.len());
+    let buffers = Module::parse(&req.ttsharedir)?
+        .kernel_io()
+        .map_or(0, |io| io.written.len());
     store_runtime_files(config, dir, &out.artifacts, target, &req.name, buffers)
 }
 
@@ -214,7 +216,9 @@ pub(crate) fn write(path: &Path, bytes: &[u8]) -> Result<(), DriverError> {
 /// Gets the kernel's artifacts from the cache (building them at most once across processes)
 /// and, unless compile-only, loads them into the runtime.
 pub fn prepare(config: &Config, host: &Host, req: &KernelRequest) -> Result<Prepared, DriverError> {
-    let io = ir::kernel_io(&req.ttsharedir).ok_or(DriverError::NoKernel)?;
+    let io = Module::parse(&req.ttsharedir)?
+        .kernel_io()
+        .ok_or(DriverError::NoKernel)?;
     let target = detect_target(config, host)?;
     let format = OutputFormat::resolve(config.output_format, config.runtime, target)?;
     let inputs = cache_inputs(config, host, req, target, format)?;

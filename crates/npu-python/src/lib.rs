@@ -11,6 +11,7 @@ mod chain;
 mod cli;
 mod config;
 mod host;
+mod ir;
 mod launcher;
 mod logging;
 mod shared;
@@ -25,6 +26,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     cache::register(m)?;
     cli::register(m)?;
     toolchain::register(m)?;
+    ir::register(m)?;
     launcher::register(m)?;
     chain::register(m)?;
     shared::register(m)?;

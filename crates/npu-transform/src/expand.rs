@@ -27,8 +27,9 @@ use std::collections::{HashMap, HashSet};
 
 use npu_target::NpuVersion;
 
+use npu_mlir::lex::{self, Bracket, Kind};
+
 use crate::error::TransformError;
-use crate::lex::{self, Kind};
 use crate::library::Library;
 use crate::script::{self, FOREACH_MATCH, INCLUDE, Include, Script, Sequence, YIELD};
 
@@ -305,7 +306,7 @@ impl<'a> Expander<'a> {
         body.push_str(&callee.text[cursor..callee.tokens[yield_at].start]);
 
         // Includes inside the body, expanded with the callee on the stack.
-        let fragment = Script::parse_at(&callee.origin, &body, callee.tokens[open].line, true)?;
+        let fragment = Script::parse_at(&callee.origin, &body, callee.line(open), true)?;
         stack.push(name.to_owned());
         let mut expanded_body = String::new();
         let walked = self.walk(&fragment, stack, &mut expanded_body);
@@ -345,7 +346,7 @@ fn top_level_yield(script: &Script, open: usize, close: usize) -> Option<usize> 
     while k < close {
         let t = script.tokens[k];
         match t.kind {
-            Kind::Punct(b'(' | b'[' | b'{') => k = script.partner(k).unwrap_or(k),
+            Kind::Open(_) => k = script.partner(k).unwrap_or(k),
             Kind::Ident if t.text(&script.text) == YIELD => found = Some(k),
             _ => {}
         }
@@ -483,7 +484,7 @@ fn insert_match_definitions(
 
 /// The `@symbols` a definition's text refers to (its own name included).
 fn referenced_symbols(definition: &str) -> Vec<String> {
-    lex::lex(definition, 1)
+    lex::tokenize(definition)
         .unwrap_or_default()
         .iter()
         .filter(|t| t.kind == Kind::Symbol)
@@ -507,7 +508,7 @@ fn enclosing_transform_module(script: &Script, at: usize) -> Option<(usize, Stri
             k += 1;
         }
         if script.tokens.get(k).map(|t| t.text(&script.text)) != Some("attributes")
-            || !script.tokens.get(k + 1).is_some_and(|t| t.is_punct(b'{'))
+            || !script.is_open(k + 1, Bracket::Brace)
         {
             continue;
         }
@@ -516,7 +517,7 @@ fn enclosing_transform_module(script: &Script, at: usize) -> Option<(usize, Stri
         };
         let marked = (k + 2..dict_end).any(|d| script.tok(d) == "transform.with_named_sequence");
         let body = dict_end + 1;
-        if !marked || !script.tokens.get(body).is_some_and(|t| t.is_punct(b'{')) {
+        if !marked || !script.is_open(body, Bracket::Brace) {
             continue;
         }
         if script.partner(body).is_some_and(|close| close > at) {

@@ -12,7 +12,9 @@
 //!   plain matmul, else our default elementwise schedule; both generated schedules are built on
 //!   the library and expanded like a user's script.
 //! * [`kernel`]: the few facts about a kernel's Linalg the schedules need
-//!   ([`kernel::KernelSummary`]).
+//!   ([`kernel::KernelSummary`]), read with npu-mlir.
+//! * [`script`]: transform scripts as the expansion reads them (npu-mlir's tokens; named
+//!   sequences, includes, `foreach_match`).
 //!
 //! ```
 //! use npu_transform::{expand, schedule};
@@ -38,7 +40,6 @@
 pub mod error;
 pub mod expand;
 pub mod kernel;
-pub mod lex;
 pub mod library;
 pub mod schedule;
 pub mod script;

@@ -2,15 +2,19 @@
 //! lists, attribute lists), the named sequences with their signatures and bodies, every
 //! `transform.include` and every `transform.foreach_match`.
 //!
-//! This is not a full MLIR parser: it knows the grammar of the three ops it rewrites
+//! Tokens come from npu-mlir's lexer (strings and comments are never structure; brackets are
+//! matched there, and a closer of the wrong kind or an unclosed region is an error with its
+//! line). On top of it, this module knows the grammar of the three ops the expansion rewrites
 //! (`transform.named_sequence`, `transform.include`, `transform.foreach_match`, per their
-//! assembly formats in llvm-project's mlir/include/mlir/Dialect/Transform/IR/TransformOps.td)
-//! and otherwise only that brackets nest. Everything else is copied as it is.
+//! assembly formats in llvm-project's mlir/include/mlir/Dialect/Transform/IR/TransformOps.td);
+//! transform scripts are written by hand, so unlike printed MLIR a statement may span lines.
+//! Everything else is copied as it is.
 
 use std::collections::HashMap;
 
+use npu_mlir::lex::{self, Bracket, Kind, Token};
+
 use crate::error::TransformError;
-use crate::lex::{self, Kind, Token};
 
 pub const NAMED_SEQUENCE: &str = "transform.named_sequence";
 pub const INCLUDE: &str = "transform.include";
@@ -98,8 +102,8 @@ pub struct Script {
     pub origin: String,
     pub text: String,
     pub tokens: Vec<Token>,
-    /// For each bracket token `(`, `[`, `{`, `)`, `]`, `}`: the index of its partner.
-    partner: Vec<Option<usize>>,
+    /// The line (from 1, in `origin`) each token starts on.
+    lines: Vec<u32>,
     pub sequences: Vec<Sequence>,
     pub includes: Vec<Include>,
     pub foreach_matches: Vec<ForeachMatch>,
@@ -125,13 +129,27 @@ impl Script {
             line,
             message,
         };
-        let tokens = lex::lex(text, first_line).map_err(|e| syntax(e.line, e.message))?;
-        let partner = match_brackets(text, &tokens).map_err(|(l, m)| syntax(l, m))?;
+        let tokens = lex::tokenize(text).map_err(|e| {
+            let line = first_line + e.line as u32 - 1;
+            let nesting = if e.message.contains("close") {
+                " (bad nesting)"
+            } else {
+                ""
+            };
+            syntax(line, format!("{}{nesting}", e.message))
+        })?;
+        let mut lines = Vec::with_capacity(tokens.len());
+        let (mut line, mut at) = (first_line, 0);
+        for t in &tokens {
+            line += text[at..t.start].matches('\n').count() as u32;
+            at = t.start;
+            lines.push(line);
+        }
         let mut script = Script {
             origin: origin.to_owned(),
             text: text.to_owned(),
             tokens,
-            partner,
+            lines,
             sequences: Vec::new(),
             includes: Vec::new(),
             foreach_matches: Vec::new(),
@@ -154,9 +172,20 @@ impl Script {
         self.tokens.get(i).is_some_and(|t| t.is_punct(c))
     }
 
+    /// Whether token `i` opens a bracket pair of kind `b`.
+    pub fn is_open(&self, i: usize, b: Bracket) -> bool {
+        self.tokens.get(i).is_some_and(|t| t.is_open(b))
+    }
+
     /// The partner of the bracket token `i`.
     pub fn partner(&self, i: usize) -> Option<usize> {
-        self.partner.get(i).copied().flatten()
+        let t = self.tokens.get(i)?;
+        matches!(t.kind, Kind::Open(_) | Kind::Close(_)).then_some(t.partner)
+    }
+
+    /// The line (from 1) token `i` starts on.
+    pub fn line(&self, i: usize) -> u32 {
+        self.lines.get(i).copied().unwrap_or(1)
     }
 
     pub fn sequence(&self, name: &str) -> Option<&Sequence> {
@@ -165,10 +194,11 @@ impl Script {
 
     /// The line the token `i` is on (the last line when `i` is past the end).
     pub fn line_of(&self, i: usize) -> u32 {
-        self.tokens
+        self.lines
             .get(i)
-            .or(self.tokens.last())
-            .map_or(1, |t| t.line)
+            .or(self.lines.last())
+            .copied()
+            .unwrap_or(1)
     }
 
     fn error(&self, i: usize, message: String) -> TransformError {
@@ -189,9 +219,9 @@ impl Script {
                 open_bodies.pop();
             }
             let t = self.tokens[i];
-            if t.is_punct(b'{') {
+            if t.is_open(Bracket::Brace) {
                 brace_depth += 1;
-            } else if t.is_punct(b'}') {
+            } else if t.kind == Kind::Close(Bracket::Brace) {
                 brace_depth = brace_depth.saturating_sub(1);
             }
             if t.kind != Kind::Ident {
@@ -271,7 +301,7 @@ impl Script {
             .symbol_name(name_tok)
             .ok_or_else(|| self.error(name_tok, format!("{what} must be followed by its @name")))?;
         let open = name_tok + 1;
-        if !self.is_punct(open, b'(') {
+        if !self.is_open(open, Bracket::Paren) {
             return Err(self.error(open, format!("{what} @{name} needs a parameter list")));
         }
         let close = self.partner(open).unwrap_or(open);
@@ -284,7 +314,7 @@ impl Script {
         let mut results = Vec::new();
         if self.tokens.get(next).is_some_and(|t| t.kind == Kind::Arrow) {
             next += 1;
-            if self.is_punct(next, b'(') {
+            if self.is_open(next, Bracket::Paren) {
                 let end = self.partner(next).unwrap_or(next);
                 results = self
                     .split_top_level(next + 1, end)
@@ -300,10 +330,10 @@ impl Script {
                 next = end + 1;
             }
         }
-        if self.is_ident(next, "attributes") && self.is_punct(next + 1, b'{') {
+        if self.is_ident(next, "attributes") && self.is_open(next + 1, Bracket::Brace) {
             next = self.partner(next + 1).unwrap_or(next + 1) + 1;
         }
-        let body = if self.is_punct(next, b'{') {
+        let body = if self.is_open(next, Bracket::Brace) {
             let end = self.partner(next).unwrap_or(next);
             Some((next, end))
         } else {
@@ -312,7 +342,7 @@ impl Script {
         let last = body.map_or(next.saturating_sub(1), |(_, end)| end);
         Ok(Sequence {
             name,
-            line: self.tokens[op].line,
+            line: self.line(op),
             params,
             results,
             body,
@@ -335,7 +365,7 @@ impl Script {
         {
             return Err(bad());
         }
-        let attrs_at = (from + 2..to).find(|&k| self.is_punct(k, b'{'));
+        let attrs_at = (from + 2..to).find(|&k| self.is_open(k, Bracket::Brace));
         let ty_end = attrs_at.unwrap_or(to);
         if ty_end <= from + 2 {
             return Err(bad());
@@ -389,11 +419,11 @@ impl Script {
             .symbol_name(op + 1)
             .ok_or_else(|| bad(op + 1, "the @name of a sequence"))?;
         let mut k = op + 2;
-        if !self.is_ident(k, "failures") || !self.is_punct(k + 1, b'(') {
+        if !self.is_ident(k, "failures") || !self.is_open(k + 1, Bracket::Paren) {
             return Err(bad(k, "`failures(propagate)` or `failures(suppress)`"));
         }
         k = self.partner(k + 1).unwrap_or(k + 1) + 1;
-        if !self.is_punct(k, b'(') {
+        if !self.is_open(k, Bracket::Paren) {
             return Err(bad(k, "the operand list `(%handle)`"));
         }
         let close = self.partner(k).unwrap_or(k);
@@ -405,14 +435,14 @@ impl Script {
             args.push(a);
         }
         k = close + 1;
-        if self.is_punct(k, b'{') {
+        if self.is_open(k, Bracket::Brace) {
             k = self.partner(k).unwrap_or(k) + 1;
         }
         if !self.is_punct(k, b':') {
             return Err(bad(k, "`:` and the functional type"));
         }
         k += 1;
-        if !self.is_punct(k, b'(') {
+        if !self.is_open(k, Bracket::Paren) {
             return Err(bad(k, "the operand types `(...)`"));
         }
         k = self.partner(k).unwrap_or(k) + 1;
@@ -420,7 +450,7 @@ impl Script {
             return Err(bad(k, "`->` and the result types"));
         }
         k += 1;
-        let end = if self.is_punct(k, b'(') {
+        let end = if self.is_open(k, Bracket::Paren) {
             self.partner(k).unwrap_or(k)
         } else {
             self.type_end(k).ok_or_else(|| bad(k, "a result type"))?
@@ -432,7 +462,7 @@ impl Script {
             callee,
             results,
             args,
-            line: self.tokens[op].line,
+            line: self.line(op),
         })
     }
 
@@ -448,8 +478,8 @@ impl Script {
             }
             match t.kind {
                 Kind::Symbol => symbols.push(self.symbol_name(k).unwrap_or_default()),
-                Kind::Punct(b'(' | b'[' | b'{') => k = self.partner(k).unwrap_or(k),
-                Kind::Punct(b')' | b']' | b'}') => {
+                Kind::Open(_) => k = self.partner(k).unwrap_or(k),
+                Kind::Close(_) => {
                     return Err(self.error(
                         k,
                         "malformed transform.foreach_match: its region ends before the `:` \
@@ -470,7 +500,7 @@ impl Script {
         Ok(ForeachMatch {
             op,
             symbols,
-            line: self.tokens[op].line,
+            line: self.line(op),
         })
     }
 
@@ -493,7 +523,7 @@ impl Script {
         while k < to {
             let t = self.tokens[k];
             match t.kind {
-                Kind::Punct(b'(' | b'[' | b'{') => k = self.partner(k).unwrap_or(k),
+                Kind::Open(_) => k = self.partner(k).unwrap_or(k),
                 Kind::Punct(b'<') => angle += 1,
                 Kind::Punct(b'>') => angle -= 1,
                 Kind::Punct(b',') if angle == 0 => {
@@ -514,7 +544,7 @@ impl Script {
     /// with its `<...>` parameters.
     fn type_end(&self, i: usize) -> Option<usize> {
         let t = self.tokens.get(i)?;
-        if !matches!(t.kind, Kind::Bang | Kind::Ident) {
+        if !matches!(t.kind, Kind::Alias | Kind::Ident) {
             return None;
         }
         if !self.is_punct(i + 1, b'<') {
@@ -571,58 +601,6 @@ impl Script {
 /// The byte offset where the line holding `at` begins.
 pub fn line_start(text: &str, at: usize) -> usize {
     text[..at].rfind('\n').map_or(0, |n| n + 1)
-}
-
-/// Pairs every `(`, `[`, `{` with its closer; a closer of the wrong kind, a stray closer or
-/// an unclosed opener is an error naming the lines.
-fn match_brackets(text: &str, tokens: &[Token]) -> Result<Vec<Option<usize>>, (u32, String)> {
-    let mut partner = vec![None; tokens.len()];
-    let mut stack: Vec<usize> = Vec::new();
-    for (i, t) in tokens.iter().enumerate() {
-        let Kind::Punct(c) = t.kind else { continue };
-        match c {
-            b'(' | b'[' | b'{' => stack.push(i),
-            b')' | b']' | b'}' => {
-                let want = match c {
-                    b')' => b'(',
-                    b']' => b'[',
-                    _ => b'{',
-                };
-                let Some(open) = stack.pop() else {
-                    return Err((
-                        t.line,
-                        format!("`{}` closes nothing (bad nesting)", c as char),
-                    ));
-                };
-                let o = tokens[open];
-                if !o.is_punct(want) {
-                    return Err((
-                        t.line,
-                        format!(
-                            "`{}` closes the `{}` opened at line {} (bad nesting)",
-                            c as char,
-                            o.text(text),
-                            o.line
-                        ),
-                    ));
-                }
-                partner[i] = Some(open);
-                partner[open] = Some(i);
-            }
-            _ => {}
-        }
-    }
-    if let Some(&open) = stack.last() {
-        let o = tokens[open];
-        return Err((
-            o.line,
-            format!(
-                "`{}` opened here is never closed (bad nesting or a truncated script)",
-                o.text(text)
-            ),
-        ));
-    }
-    Ok(partner)
 }
 
 #[cfg(test)]

@@ -4,7 +4,8 @@
 
 use std::collections::HashSet;
 
-use crate::lex::Kind;
+use npu_mlir::lex::{Bracket, Kind};
+
 use crate::script::Script;
 
 /// Checks an expanded script; `Err` says what is wrong and where.
@@ -33,11 +34,11 @@ pub fn check_closed(text: &str) -> Result<(), String> {
         while k < close {
             let t = script.tokens[k];
             // Block arguments: `^bb0(%a: type, ...)`.
-            if t.kind == Kind::Block && script.tokens[k + 1].is_punct(b'(') {
+            if t.kind == Kind::Block && script.is_open(k + 1, Bracket::Paren) {
                 let end = script.partner(k + 1).unwrap_or(k + 1);
                 for j in k + 2..end {
                     if script.tokens[j].kind == Kind::Value {
-                        define(&mut known, script.tok(j), script.tokens[j].line)?;
+                        define(&mut known, script.tok(j), script.line(j))?;
                     }
                 }
                 k = end + 1;
@@ -49,14 +50,14 @@ pub fn check_closed(text: &str) -> Result<(), String> {
                     if !known.contains(script.tok(k)) {
                         return Err(format!(
                             "line {}: {} is used in @{} but never defined before",
-                            t.line,
+                            script.line(k),
                             script.tok(k),
                             seq.name
                         ));
                     }
                 } else {
                     for &d in &defs {
-                        define(&mut known, script.tok(d), script.tokens[d].line)?;
+                        define(&mut known, script.tok(d), script.line(d))?;
                     }
                     k = *defs.last().unwrap_or(&k);
                 }
@@ -162,35 +163,56 @@ pub fn matmul_linalg(m: u64, n: u64, k: u64, elem: &str) -> String {
 /// triton-shared's unfused output for `out = x * alpha + y` over one masked 1024-block: a
 /// splat fill for the scalar, one generic per operation, masked loads and store.
 pub fn axpy_linalg(elem: &str) -> String {
-    AXPY_TEMPLATE.replace("ELEM", elem)
+    let (mul, add) = if elem.starts_with('i') {
+        ("arith.muli", "arith.addi")
+    } else {
+        ("arith.mulf", "arith.addf")
+    };
+    AXPY_TEMPLATE
+        .replace("ELEM", elem)
+        .replace("MUL", mul)
+        .replace("ADD", add)
 }
 
 const AXPY_TEMPLATE: &str = r#"#map = affine_map<(d0) -> (d0)>
 module {
   func.func @axpy(%arg0: memref<*xELEM> {tt.divisibility = 16 : i32}, %arg1: memref<*xELEM> {tt.divisibility = 16 : i32}, %arg2: memref<*xELEM> {tt.divisibility = 16 : i32}, %arg3: ELEM, %arg4: i32, %arg5: i32, %arg6: i32, %arg7: i32, %arg8: i32, %arg9: i32, %arg10: i32) {
     %c1024 = arith.constant 1024 : index loc(#loc1)
+    %c1024_i32 = arith.constant 1024 : i32 loc(#loc1)
     %0 = tensor.empty() : tensor<1024xELEM> loc(#loc2)
     %1 = linalg.fill ins(%arg3 : ELEM) outs(%0 : tensor<1024xELEM>) -> tensor<1024xELEM> loc(#loc2)
-    %reinterpret_cast = memref.reinterpret_cast %arg0 to offset: [%2], sizes: [1024], strides: [1] : memref<*xELEM> to memref<1024xELEM, strided<[1], offset: ?>> loc(#loc3)
+    %2 = arith.muli %arg8, %c1024_i32 : i32 loc(#loc1)
+    %3 = arith.index_cast %2 : i32 to index loc(#loc1)
+    %4 = arith.addi %3, %c1024 : index loc(#loc3)
+    %5 = arith.index_cast %arg4 : i32 to index loc(#loc3)
+    %6 = arith.minsi %4, %5 : index loc(#loc3)
+    %7 = arith.subi %6, %3 : index loc(#loc3)
+    %reinterpret_cast = memref.reinterpret_cast %arg0 to offset: [%3], sizes: [1024], strides: [1] : memref<*xELEM> to memref<1024xELEM, strided<[1], offset: ?>> loc(#loc3)
     %alloc = memref.alloc() : memref<1024xELEM> loc(#loc3)
-    %subview = memref.subview %reinterpret_cast[0] [%5] [1] : memref<1024xELEM, strided<[1], offset: ?>> to memref<?xELEM, strided<[1], offset: ?>> loc(#loc3)
-    %subview_0 = memref.subview %alloc[0] [%5] [1] : memref<1024xELEM> to memref<?xELEM, strided<[1]>> loc(#loc3)
+    %subview = memref.subview %reinterpret_cast[0] [%7] [1] : memref<1024xELEM, strided<[1], offset: ?>> to memref<?xELEM, strided<[1], offset: ?>> loc(#loc3)
+    %subview_0 = memref.subview %alloc[0] [%7] [1] : memref<1024xELEM> to memref<?xELEM, strided<[1]>> loc(#loc3)
     memref.copy %subview, %subview_0 : memref<?xELEM, strided<[1], offset: ?>> to memref<?xELEM, strided<[1]>> loc(#loc3)
-    %6 = bufferization.to_tensor %alloc restrict writable : memref<1024xELEM> to tensor<1024xELEM> loc(#loc3)
-    %7 = linalg.generic {indexing_maps = [#map, #map, #map], iterator_types = ["parallel"]} ins(%6, %1 : tensor<1024xELEM>, tensor<1024xELEM>) outs(%6 : tensor<1024xELEM>) {
+    %8 = bufferization.to_tensor %alloc restrict writable : memref<1024xELEM> to tensor<1024xELEM> loc(#loc3)
+    %9 = linalg.generic {indexing_maps = [#map, #map, #map], iterator_types = ["parallel"]} ins(%8, %1 : tensor<1024xELEM>, tensor<1024xELEM>) outs(%8 : tensor<1024xELEM>) {
     ^bb0(%in: ELEM, %in_5: ELEM, %out: ELEM):
-      %13 = arith.mulf %in, %in_5 : ELEM loc(#loc4)
-      linalg.yield %13 : ELEM loc(#loc4)
+      %15 = MUL %in, %in_5 : ELEM loc(#loc4)
+      linalg.yield %15 : ELEM loc(#loc4)
     } -> tensor<1024xELEM> loc(#loc4)
-    %alloc_1 = memref.alloc() : memref<1024xELEM> loc(#loc5)
-    %9 = bufferization.to_tensor %alloc_1 restrict writable : memref<1024xELEM> to tensor<1024xELEM> loc(#loc5)
-    %10 = linalg.generic {indexing_maps = [#map, #map, #map], iterator_types = ["parallel"]} ins(%7, %9 : tensor<1024xELEM>, tensor<1024xELEM>) outs(%7 : tensor<1024xELEM>) {
+    %reinterpret_cast_1 = memref.reinterpret_cast %arg1 to offset: [%3], sizes: [1024], strides: [1] : memref<*xELEM> to memref<1024xELEM, strided<[1], offset: ?>> loc(#loc5)
+    %alloc_2 = memref.alloc() : memref<1024xELEM> loc(#loc5)
+    %subview_3 = memref.subview %reinterpret_cast_1[0] [%7] [1] : memref<1024xELEM, strided<[1], offset: ?>> to memref<?xELEM, strided<[1], offset: ?>> loc(#loc5)
+    %subview_4 = memref.subview %alloc_2[0] [%7] [1] : memref<1024xELEM> to memref<?xELEM, strided<[1]>> loc(#loc5)
+    memref.copy %subview_3, %subview_4 : memref<?xELEM, strided<[1], offset: ?>> to memref<?xELEM, strided<[1]>> loc(#loc5)
+    %10 = bufferization.to_tensor %alloc_2 restrict writable : memref<1024xELEM> to tensor<1024xELEM> loc(#loc5)
+    %11 = linalg.generic {indexing_maps = [#map, #map, #map], iterator_types = ["parallel"]} ins(%9, %10 : tensor<1024xELEM>, tensor<1024xELEM>) outs(%9 : tensor<1024xELEM>) {
     ^bb0(%in: ELEM, %in_5: ELEM, %out: ELEM):
-      %13 = arith.addf %in, %in_5 : ELEM loc(#loc6)
-      linalg.yield %13 : ELEM loc(#loc6)
+      %15 = ADD %in, %in_5 : ELEM loc(#loc6)
+      linalg.yield %15 : ELEM loc(#loc6)
     } -> tensor<1024xELEM> loc(#loc6)
-    %extracted_slice = tensor.extract_slice %10[0] [%5] [1] : tensor<1024xELEM> to tensor<?xELEM> loc(#loc7)
-    bufferization.materialize_in_destination %extracted_slice in writable %subview_3 : (tensor<?xELEM>, memref<?xELEM, strided<[1], offset: ?>>) -> () loc(#loc7)
+    %reinterpret_cast_6 = memref.reinterpret_cast %arg2 to offset: [%3], sizes: [1024], strides: [1] : memref<*xELEM> to memref<1024xELEM, strided<[1], offset: ?>> loc(#loc7)
+    %extracted_slice = tensor.extract_slice %11[0] [%7] [1] : tensor<1024xELEM> to tensor<?xELEM> loc(#loc7)
+    %subview_7 = memref.subview %reinterpret_cast_6[0] [%7] [1] : memref<1024xELEM, strided<[1], offset: ?>> to memref<?xELEM, strided<[1], offset: ?>> loc(#loc7)
+    bufferization.materialize_in_destination %extracted_slice in writable %subview_7 : (tensor<?xELEM>, memref<?xELEM, strided<[1], offset: ?>>) -> () loc(#loc7)
     return loc(#loc8)
   } loc(#loc)
 } loc(#loc)

@@ -11,7 +11,6 @@ import dataclasses
 import functools
 import hashlib
 import os
-import re
 import subprocess
 import tempfile
 from typing import Any
@@ -83,9 +82,6 @@ def _toolchain_fingerprint() -> str:
         return native().toolchain_fingerprint(_triton_dir())
     except Exception as e:  # noqa: BLE001 - hash() must not fail; the stage reports errors
         return f"unavailable:{type(e).__name__}"
-
-
-_FUNC_NAME = re.compile(r"func\.func\s+(?:public\s+|private\s+)?@([\w$.]+)")
 
 
 class NPUBackend(BaseBackend):
@@ -176,10 +172,12 @@ class NPUBackend(BaseBackend):
                 )
             with open(dst, "rb") as f:
                 text = f.read()
-        names = _FUNC_NAME.findall(text.decode("utf-8", "replace"))
-        if not names:
-            raise RuntimeError("triton-shared-opt produced no func.func; cannot name the kernel")
-        metadata["name"] = names[0]
+        from triton_npu._loader import native
+
+        try:
+            metadata["name"] = native().kernel_name(text.decode("utf-8", "replace"))
+        except ValueError as e:
+            raise RuntimeError(f"cannot name the kernel in triton-shared-opt's output: {e}") from e
         metadata["shared"] = 0
         return text
 

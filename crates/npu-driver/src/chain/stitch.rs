@@ -39,7 +39,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write;
 use std::ops::Range;
 
-use super::mlir::{self, At, Token};
+use npu_mlir::edit::{self, Name};
+use npu_mlir::{Func, Module, Param, ParseError, Type};
 
 /// One op, lowered.
 #[derive(Debug, Clone, Copy)]
@@ -59,6 +60,12 @@ pub(crate) type StitchFailure = (usize, String);
 /// The hierarchy ops whose regions are isolated from above.
 const ISOLATED: [&str; 3] = ["air.launch", "air.segment", "air.herd"];
 
+/// The reason for a text the reader refuses (it was read once already, so this is a bug in
+/// what stitching generated, or an AIR module the reader cannot take).
+fn unreadable(e: ParseError) -> String {
+    format!("its AIR text cannot be read: {e}")
+}
+
 /// Stitches `ops` into one module whose function `@chain` takes the combined buffers.
 pub(crate) fn stitch(chain: &str, ops: &[StitchOp<'_>]) -> Result<String, StitchFailure> {
     let mut aliases: Vec<String> = Vec::new();
@@ -70,74 +77,73 @@ pub(crate) fn stitch(chain: &str, ops: &[StitchOp<'_>]) -> Result<String, Stitch
 
     for (k, op) in ops.iter().enumerate() {
         let fail = |reason: String| (k, reason);
-        let module = mlir::parse_module(op.air).map_err(fail)?;
+        let module = Module::parse(op.air).map_err(|e| fail(unreadable(e)))?;
+        one_module(&module).map_err(fail)?;
         if let Some(attributes) = module.attributes {
             tracing::debug!(op = k, attributes, "module attributes are not stitched");
         }
-        let funcs: Vec<Option<mlir::Func>> =
-            module.ops.iter().map(|t| mlir::parse_func(t)).collect();
         // Names this op declares without a body: external kernels, which keep their names.
-        let own_externals: HashSet<String> = funcs
-            .iter()
-            .flatten()
-            .filter(|f| f.body.is_none())
-            .map(|f| f.name.clone())
+        let own_externals: HashSet<&str> = module
+            .functions()
+            .filter(|f| f.body().is_none())
+            .map(|f| f.name())
             .collect();
         let prefix = format!("op{k}_");
-        let alias_names: HashSet<&str> = module.aliases.iter().map(|(n, _)| *n).collect();
-        let globals = |text: &str| rename_globals(text, &prefix, &alias_names, &own_externals);
+        let alias_names: HashSet<&str> = module.aliases.iter().map(|a| a.name).collect();
+        let globals = |text: &str| {
+            rename_globals(text, &prefix, &alias_names, &own_externals)
+                .map_err(|e| fail(unreadable(e)))
+        };
 
         let mut entry = None;
-        let mut defined: Vec<&mlir::Func> = Vec::new();
+        let mut defined: Vec<Func<'_, '_>> = Vec::new();
         let mut others: Vec<&str> = Vec::new();
-        for (text, f) in module.ops.iter().zip(&funcs) {
-            match f {
-                Some(f) if f.body.is_none() => {
-                    let bare = globals(&mlir::without_locations(text));
+        for item in &module.ops {
+            match item.function() {
+                Some(f) if f.body().is_none() => {
+                    let bare = globals(
+                        &edit::strip_locations(item.text).map_err(|e| fail(unreadable(e)))?,
+                    )?;
                     let normal = bare.split_whitespace().collect::<Vec<_>>().join(" ");
-                    match externals.get(&f.name) {
+                    match externals.get(f.name()) {
                         Some((seen, _, first)) if *seen != normal => {
                             return Err(fail(format!(
                                 "it declares @{} as `{normal}`, op {first} as `{seen}`; an \
                                  external function has one signature",
-                                f.name
+                                f.name()
                             )));
                         }
                         Some(_) => {}
                         None => {
-                            externals.insert(f.name.clone(), (normal, bare, k));
+                            externals.insert(f.name().to_owned(), (normal, bare, k));
                         }
                     }
                 }
-                Some(f) if f.name == op.kernel => entry = Some((f, *text)),
+                Some(f) if f.name() == op.kernel => entry = Some(f),
                 Some(f) => {
                     defined.push(f);
-                    others.push(text);
+                    others.push(item.text);
                 }
-                None => others.push(text),
+                None => others.push(item.text),
             }
         }
-        let (func, func_text) = match entry {
-            Some(e) => e,
-            None => {
-                let public: Vec<String> = defined
-                    .iter()
-                    .filter(|f| f.visibility.as_deref() != Some("private"))
-                    .map(|f| format!("@{}", f.name))
-                    .collect();
-                return Err(fail(format!(
-                    "its AIR module has no function @{} (functions with a body: {})",
-                    op.kernel,
-                    if public.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        public.join(", ")
-                    }
-                )));
-            }
+        let Some(func) = entry else {
+            let public: Vec<String> = defined
+                .iter()
+                .filter(|f| f.signature.visibility != Some("private"))
+                .map(|f| format!("@{}", f.name()))
+                .collect();
+            return Err(fail(format!(
+                "its AIR module has no function @{} (functions with a body: {})",
+                op.kernel,
+                if public.is_empty() {
+                    "none".to_owned()
+                } else {
+                    public.join(", ")
+                }
+            )));
         };
-        let func_text: &str = func_text;
-        if func.results {
+        if !func.signature.results.is_empty() {
             return Err(fail(format!(
                 "@{} returns values; a launched kernel returns nothing",
                 op.kernel
@@ -145,7 +151,7 @@ pub(crate) fn stitch(chain: &str, ops: &[StitchOp<'_>]) -> Result<String, Stitch
         }
 
         // Buffer parameters → combined indices; their types must agree across ops.
-        let buffers: Vec<&mlir::Param> = func.params.iter().filter(|p| p.is_buffer()).collect();
+        let buffers: Vec<&Param<'_>> = func.buffers().collect();
         if buffers.len() != op.arg_map.len() {
             return Err(fail(format!(
                 "@{} has {} buffer parameters after lowering, its arg_map maps {}",
@@ -157,9 +163,9 @@ pub(crate) fn stitch(chain: &str, ops: &[StitchOp<'_>]) -> Result<String, Stitch
         let mut values: HashMap<String, Binding> = HashMap::new();
         for (i, (param, &combined)) in buffers.iter().zip(op.arg_map).enumerate() {
             if let Some((ty, first)) = types.get(&combined)
-                && *ty != param.ty
+                && ty != param.ty.text()
             {
-                let what = if mlir::element_type(ty) != mlir::element_type(&param.ty) {
+                let what = if Type(ty).element_type() != param.ty.element_type() {
                     "conflicting element types"
                 } else {
                     "conflicting types"
@@ -170,23 +176,26 @@ pub(crate) fn stitch(chain: &str, ops: &[StitchOp<'_>]) -> Result<String, Stitch
                     op.kernel, param.ty
                 )));
             }
-            types.entry(combined).or_insert((param.ty.clone(), k));
-            if let Some(v) = &param.value {
-                values.insert(v.clone(), Binding::Combined(combined));
+            types.entry(combined).or_insert((param.ty.to_string(), k));
+            if let Some(v) = param.value {
+                values.insert(v.to_owned(), Binding::Combined(combined));
             }
         }
-        for param in func.params.iter().filter(|p| !p.is_buffer()) {
-            if let Some(v) = &param.value {
-                values.insert(v.clone(), Binding::Scalar(param.ty.clone()));
+        for param in func.params().iter().filter(|p| !p.is_buffer()) {
+            if let Some(v) = param.value {
+                values.insert(v.to_owned(), Binding::Scalar(param.ty.to_string()));
             }
         }
 
-        let body_range = func.body.clone().unwrap_or(0..0);
-        let body = body_without_return(&func_text[body_range], op.kernel).map_err(fail)?;
-        let body = if mlir::word_positions(&body, "air.launch").is_empty() {
-            wrap_in_launch(&body, op.kernel, &func.params).map_err(fail)?
-        } else {
+        let body = body_without_return(&func, op.air, op.kernel).map_err(fail)?;
+        let launches = Module::parse(&body)
+            .map_err(|e| fail(unreadable(e)))?
+            .walk()
+            .any(|o| o.name == "air.launch");
+        let body = if launches {
             body
+        } else {
+            wrap_in_launch(&body, op.kernel, func.params()).map_err(fail)?
         };
 
         let body = rename_function_scope(&body, &prefix, &values).map_err(|e| {
@@ -209,13 +218,13 @@ pub(crate) fn stitch(chain: &str, ops: &[StitchOp<'_>]) -> Result<String, Stitch
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        text.push_str(globals(&body).trim_start_matches('\n'));
+        text.push_str(globals(&body)?.trim_start_matches('\n'));
         bodies.push(text);
-        for (_, definition) in &module.aliases {
-            aliases.push(globals(definition));
+        for alias in &module.aliases {
+            aliases.push(globals(alias.text)?);
         }
         for other in others {
-            support.push(globals(other));
+            support.push(globals(other)?);
         }
     }
 
@@ -265,6 +274,21 @@ pub(crate) fn stitch(chain: &str, ops: &[StitchOp<'_>]) -> Result<String, Stitch
     Ok(out)
 }
 
+/// One op's text must be one module and nothing else.
+fn one_module(module: &Module<'_>) -> Result<(), String> {
+    if module.metadata.is_some() {
+        return Err(
+            "file-level metadata ({-# … #-}, e.g. dense resources) cannot be stitched".into(),
+        );
+    }
+    match module.ops.iter().filter(|o| o.is_module()).count() {
+        0 => Ok(()),
+        _ if module.explicit => Err("a module nested in the module cannot be stitched".into()),
+        1 => Err("the text has operations outside its module".into()),
+        _ => Err("the text holds more than one top-level module".into()),
+    }
+}
+
 /// What a parameter of an op's function stands for in the chain's function.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Binding {
@@ -272,40 +296,45 @@ enum Binding {
     Scalar(String),
 }
 
-/// The body without its final `return` (which must return nothing); one block only.
-fn body_without_return(body: &str, kernel: &str) -> Result<String, String> {
-    let items = mlir::items(body);
-    if let Some(label) = items.iter().find(|i| i.starts_with('^')) {
+/// The body of `func` (a function of `source`) without its final `return` (which must
+/// return nothing); one block only.
+fn body_without_return(func: &Func<'_, '_>, source: &str, kernel: &str) -> Result<String, String> {
+    let region = func
+        .body()
+        .ok_or_else(|| format!("@{kernel} has no body"))?;
+    if let Some(label) = region.blocks.iter().find_map(|b| b.label) {
         return Err(format!(
-            "@{kernel} has several blocks ({}); only a single-block function can be stitched",
-            label.split(':').next().unwrap_or(label)
+            "@{kernel} has several blocks ({label}); only a single-block function can be stitched"
         ));
     }
-    let last = items.last().copied().unwrap_or_default();
-    let ret = ["return", "func.return"]
-        .into_iter()
-        .find(|w| mlir::starts_with_word(last, w));
-    let Some(ret) = ret else {
+    let last = region
+        .blocks
+        .first()
+        .and_then(|b| b.ops.last())
+        .filter(|o| matches!(o.name, "return" | "func.return"));
+    let Some(last) = last else {
         return Err(format!("@{kernel}'s body does not end with `return`"));
     };
-    let operands = mlir::without_locations(&last[ret.len()..]);
-    if !operands.trim().is_empty() {
+    if !last.rest.is_empty() {
         return Err(format!(
             "@{kernel} returns `{}`; a launched kernel returns nothing",
-            operands.trim()
+            last.rest
         ));
     }
-    let at = last.as_ptr() as usize - body.as_ptr() as usize;
-    Ok(body[..at].trim_end().to_owned() + "\n")
+    Ok(source[region.inner.start..last.span.start]
+        .trim_end()
+        .to_owned()
+        + "\n")
 }
 
 /// Wraps a body that has no `air.launch` in `air.launch () in () args(…)` and an
 /// `air.segment`, binding every buffer parameter.
-fn wrap_in_launch(body: &str, kernel: &str, params: &[mlir::Param]) -> Result<String, String> {
-    let used: HashSet<&str> = mlir::tokens(body)
+fn wrap_in_launch(body: &str, kernel: &str, params: &[Param<'_>]) -> Result<String, String> {
+    let used: HashSet<&str> = edit::names(body)
+        .map_err(unreadable)?
         .into_iter()
-        .filter_map(|(t, _)| match t {
-            Token::Value(v) => Some(v),
+        .filter_map(|(n, _)| match n {
+            Name::Value(v) => Some(v),
             _ => None,
         })
         .collect();
@@ -320,7 +349,7 @@ fn wrap_in_launch(body: &str, kernel: &str, params: &[mlir::Param]) -> Result<St
     let buffers: Vec<(&str, &str)> = params
         .iter()
         .filter(|p| p.is_buffer())
-        .filter_map(|p| Some((p.value.as_deref()?, p.ty.as_str())))
+        .filter_map(|p| Some((p.value?, p.ty.text())))
         .collect();
     let types: Vec<&str> = buffers.iter().map(|(_, t)| *t).collect();
     let launch_args: Vec<String> = buffers
@@ -339,7 +368,7 @@ fn wrap_in_launch(body: &str, kernel: &str, params: &[mlir::Param]) -> Result<St
             params
                 .iter()
                 .filter(|p| !p.is_buffer())
-                .filter_map(|p| Some((p.value.clone()?, Binding::Scalar(p.ty.clone())))),
+                .filter_map(|p| Some((p.value?.to_owned(), Binding::Scalar(p.ty.to_string())))),
         )
         .collect();
     // Inside the segment, the body reads the segment's arguments.
@@ -386,13 +415,13 @@ type Renamer<'r> = dyn Fn(&str) -> Result<Option<String>, String> + 'r;
 
 /// Applies `rename` to the values of `body`'s own scope (see the module docs).
 fn rename_scope(body: &str, rename: &Renamer<'_>) -> Result<String, String> {
-    let inner = isolated_ranges(body);
+    let inner = isolated_ranges(&Module::parse(body).map_err(unreadable)?);
     let mut error = None;
-    let out = mlir::rewrite(body, |token, At { start, .. }| {
-        let Token::Value(v) = token else {
+    let out = edit::rename(body, |name, range| {
+        let Name::Value(v) = name else {
             return None;
         };
-        if inner.iter().any(|r| r.contains(&start)) {
+        if inner.iter().any(|r| r.contains(&range.start)) {
             return None;
         }
         match rename(v) {
@@ -402,84 +431,28 @@ fn rename_scope(body: &str, rename: &Renamer<'_>) -> Result<String, String> {
                 None
             }
         }
-    });
+    })
+    .map_err(unreadable)?;
     match error {
         Some(e) => Err(e),
         None => Ok(out),
     }
 }
 
-/// The byte ranges of `body` that belong to isolated hierarchy ops: their regions, the block
-/// arguments their headers bind, and their induction variables.
-fn isolated_ranges(body: &str) -> Vec<Range<usize>> {
-    let mut starts: Vec<usize> = ISOLATED
-        .iter()
-        .flat_map(|w| mlir::word_positions(body, w))
-        .collect();
-    starts.sort_unstable();
-    let b = body.as_bytes();
-    let mut out: Vec<Range<usize>> = Vec::new();
-    for start in starts {
-        if out.iter().any(|r| r.contains(&start)) {
-            continue; // nested inside an op already covered
-        }
-        let mut i = start;
-        while i < b.len() {
-            match b[i] {
-                b'"' => i = mlir::skip_string(b, i),
-                b'(' | b'[' => {
-                    let Some(close) = mlir::matching(body, i) else {
-                        break;
-                    };
-                    let before = last_word(&body[start..i]);
-                    let after = body[close + 1..].trim_start();
-                    if b[i] == b'(' && (before == "in" || before == "args") {
-                        out.extend(binding_names(body, i + 1..close));
-                    } else if b[i] == b'(' && mlir::starts_with_word(after, "in") {
-                        out.push(i..close + 1);
-                    }
-                    i = close + 1;
-                }
-                b'{' => {
-                    let Some(close) = mlir::matching(body, i) else {
-                        break;
-                    };
-                    if last_word(&body[start..i]) != "attributes" {
-                        out.push(i..close + 1);
-                        break;
-                    }
-                    i = close + 1;
-                }
-                _ => i += 1,
-            }
-        }
-    }
-    out
-}
-
-/// The left-hand sides of `%a=%b, %c=%d` within `range`.
-fn binding_names(text: &str, range: Range<usize>) -> Vec<Range<usize>> {
-    let mut out = Vec::new();
-    let mut piece_start = range.start;
-    let mut depth = 0i32;
-    let b = text.as_bytes();
-    for i in range.clone() {
-        match b[i] {
-            b'(' | b'[' | b'{' | b'<' => depth += 1,
-            b')' | b']' | b'}' | b'>' => depth -= 1,
-            b'=' if depth == 0 => out.push(piece_start..i),
-            b',' if depth == 0 => piece_start = i + 1,
-            _ => {}
-        }
-    }
-    out
-}
-
-fn last_word(text: &str) -> &str {
-    text.trim_end()
-        .rsplit(|c: char| c.is_whitespace() || c == ')' || c == ']')
-        .next()
-        .unwrap_or("")
+/// The byte ranges that belong to isolated hierarchy ops: their regions and the names their
+/// headers bind (block arguments and induction variables).
+fn isolated_ranges(body: &Module<'_>) -> Vec<Range<usize>> {
+    body.walk()
+        .filter(|op| ISOLATED.contains(&op.name))
+        .flat_map(|op| {
+            let regions = op.regions.iter().map(|r| r.span.clone());
+            let bound = op
+                .bindings
+                .iter()
+                .map(|v| v.offset..v.offset + v.name.len());
+            regions.chain(bound).collect::<Vec<_>>()
+        })
+        .collect()
 }
 
 /// Prefixes the op's symbols (except its external declarations) and aliases.
@@ -487,10 +460,10 @@ fn rename_globals(
     text: &str,
     prefix: &str,
     aliases: &HashSet<&str>,
-    externals: &HashSet<String>,
-) -> String {
-    mlir::rewrite(text, |token, _| match token {
-        Token::Symbol(s) => {
+    externals: &HashSet<&str>,
+) -> Result<String, ParseError> {
+    edit::rename(text, |name, _| match name {
+        Name::Symbol(s) => {
             let name = s[1..].trim_matches('"');
             if externals.contains(name) {
                 None
@@ -500,7 +473,7 @@ fn rename_globals(
                 Some(format!("@{prefix}{name}"))
             }
         }
-        Token::Alias(a) if aliases.contains(a) => Some(format!("{}{prefix}{}", &a[..1], &a[1..])),
+        Name::Alias(a) if aliases.contains(a) => Some(format!("{}{prefix}{}", &a[..1], &a[1..])),
         _ => None,
     })
 }

@@ -24,7 +24,7 @@
 
 use npu_target::NpuVersion;
 
-use crate::kernel::{KernelSummary, ShapedType, element_type};
+use crate::kernel::{KernelSummary, element_type, tensor_shape};
 
 /// What the default schedule is generated from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,13 +64,13 @@ impl ElementwisePlan {
         let output = match summary.stores.as_slice() {
             [one] => element_type(one).unwrap_or_else(|| "f32".into()),
             [] => {
-                concerns.push("it stores no tensor".into());
+                concerns.push("no buffer it writes could be found".into());
                 "f32".into()
             }
             [first, ..] => {
                 concerns.push(format!(
-                    "it stores {} tensors; after fusion each needs its own loop, and the herd \
-                     mapping takes one",
+                    "it writes {} buffers; after fusion each result needs its own loop, and the \
+                     herd mapping takes one",
                     summary.stores.len()
                 ));
                 element_type(first).unwrap_or_else(|| "f32".into())
@@ -80,10 +80,10 @@ impl ElementwisePlan {
         let block = summary
             .loads
             .iter()
-            .filter_map(|l| ShapedType::parse(l)?.static_dims())
+            .filter_map(|l| tensor_shape(l))
             .max_by_key(|d| d.iter().product::<u64>());
         for l in &summary.loads {
-            let dims = ShapedType::parse(l).and_then(|t| t.static_dims());
+            let dims = tensor_shape(l);
             if let (Some(d), Some(b)) = (dims, &block)
                 && &d != b
             {
@@ -297,26 +297,27 @@ fn pad_and_promote(s: &mut String, operands: &[&str]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernel::summarize;
+    use crate::kernel::LinalgOp;
 
+    /// A kernel's summary: one generic over the loads, storing one buffer.
     fn kernel(loads: &[&str], store: &str, body_ops: &[&str]) -> KernelSummary {
-        let mut text = String::from("func.func @k() {\n");
-        for (i, l) in loads.iter().enumerate() {
-            text.push_str(&format!(
-                "%t{i} = bufferization.to_tensor %alloc{i} restrict writable : memref<1024x{l}> to tensor<1024x{l}>\n"
-            ));
+        let tensors: Vec<String> = loads.iter().map(|t| format!("tensor<1024x{t}>")).collect();
+        KernelSummary {
+            kernel: Some("k".into()),
+            linalg_ops: vec![LinalgOp {
+                name: "generic".into(),
+                inputs: tensors.clone(),
+                outputs: vec![format!("tensor<1024x{store}>")],
+            }],
+            loads: tensors,
+            stores: vec![format!("memref<*x{store}>")],
+            op_names: body_ops
+                .iter()
+                .map(|s| s.to_string())
+                .chain(["linalg.generic".into(), "linalg.yield".into()])
+                .collect(),
+            unreadable: None,
         }
-        text.push_str(
-            "%g = linalg.generic {} ins(%t0 : tensor<1024xf32>) outs(%t0 : tensor<1024xf32>) {\n",
-        );
-        for op in body_ops {
-            text.push_str(&format!("  %v = {op} %a, %b : f32\n"));
-        }
-        text.push_str("  linalg.yield %v : f32\n}\n");
-        text.push_str(&format!(
-            "bufferization.materialize_in_destination %g in writable %d : (tensor<1024x{store}>, memref<1024x{store}>) -> ()\n}}\n"
-        ));
-        summarize(&text)
     }
 
     #[test]
@@ -442,12 +443,12 @@ mod tests {
     #[test]
     fn concerns() {
         let mut s = kernel(&["f32"], "f32", &[]);
-        s.stores.push("tensor<1024xf32>".into());
+        s.stores.push("memref<*xf32>".into());
         assert!(
-            ElementwisePlan::new(&s, NpuVersion::Npu2).concerns[0].contains("stores 2 tensors")
+            ElementwisePlan::new(&s, NpuVersion::Npu2).concerns[0].contains("writes 2 buffers")
         );
         let mut s = kernel(&["f32"], "f32", &[]);
-        s.loads.push("memref<1xf32>".into());
+        s.loads.push("tensor<1xf32>".into());
         assert!(
             ElementwisePlan::new(&s, NpuVersion::Npu2)
                 .concerns

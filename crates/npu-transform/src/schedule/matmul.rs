@@ -6,7 +6,7 @@
 
 use npu_target::NpuVersion;
 
-use crate::kernel::{KernelSummary, ShapedType};
+use crate::kernel::{KernelSummary, element_type, tensor_shape};
 
 /// A plain matmul `C[MxN] = A[MxK] · B[KxN]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,12 +56,8 @@ pub fn detect(summary: &KernelSummary) -> Result<MatmulInfo, String> {
             matmuls.len()
         ));
     };
-    let shape = |ty: &str| {
-        ShapedType::parse(ty)
-            .filter(|t| t.container == "tensor")
-            .and_then(|t| Some((t.static_dims()?, t.element)))
-            .filter(|(d, _)| d.len() == 2)
-    };
+    let shape =
+        |ty: &str| Some((tensor_shape(ty)?, element_type(ty)?)).filter(|(d, _)| d.len() == 2);
     let (Some((a, a_ty)), Some((b, b_ty)), Some((c, c_ty))) = (
         mm.inputs.first().and_then(|t| shape(t)),
         mm.inputs.get(1).and_then(|t| shape(t)),
@@ -770,7 +766,6 @@ mod tests {
                     name: n.into(),
                     inputs: i.into_iter().map(String::from).collect(),
                     outputs: o.into_iter().map(String::from).collect(),
-                    line: 1,
                 })
                 .collect(),
             ..KernelSummary::default()

@@ -58,14 +58,9 @@ fn op<'a>(kernel: &'a str, arg_map: &'a [usize], air: &'a str) -> StitchOp<'a> {
 }
 
 fn body_of(module: &str) -> String {
-    let m = mlir::parse_module(module).unwrap();
-    let chain = m
-        .ops
-        .iter()
-        .filter_map(|o| mlir::parse_func(o).map(|f| (f, *o)))
-        .find(|(f, _)| f.body.is_some())
-        .unwrap();
-    chain.1[chain.0.body.unwrap()].to_owned()
+    let m = Module::parse(module).unwrap();
+    let chain = m.kernel().unwrap();
+    module[chain.body().unwrap().inner.clone()].to_owned()
 }
 
 #[test]
@@ -78,9 +73,9 @@ fn two_ops_become_one_function_with_two_launches() {
         ],
     )
     .unwrap();
-    let m = mlir::parse_module(&out).unwrap();
+    let m = Module::parse(&out).unwrap();
     // Aliases of both ops, renamed, before the module.
-    let aliases: Vec<&str> = m.aliases.iter().map(|(n, _)| *n).collect();
+    let aliases: Vec<&str> = m.aliases.iter().map(|a| a.name).collect();
     assert_eq!(aliases, ["#op0_map", "#op0_loc", "#op1_map"]);
     assert!(
         out.contains("#op1_map = affine_map<()[s0] -> (s0 * 512)>"),
@@ -97,19 +92,19 @@ fn two_ops_become_one_function_with_two_launches() {
     assert!(out.contains("air.channel @op0_channel_0 [1, 1]"), "{out}");
     assert!(out.contains("air.channel @op1_channel_0 [1, 1]"), "{out}");
     // One function over the combined buffers.
-    let funcs: Vec<mlir::Func> = m.ops.iter().filter_map(|o| mlir::parse_func(o)).collect();
-    let chain = funcs.iter().find(|f| f.body.is_some()).unwrap();
-    assert_eq!(chain.name, "add_relu");
-    let params: Vec<&str> = chain
-        .params
-        .iter()
-        .map(|p| p.value.as_deref().unwrap())
-        .collect();
+    let chain = m.kernel().unwrap();
+    assert_eq!(chain.name(), "add_relu");
+    let params: Vec<&str> = chain.params().iter().map(|p| p.value.unwrap()).collect();
     assert_eq!(params, ["%arg0", "%arg1", "%arg2", "%arg3"]);
-    assert!(chain.params.iter().all(|p| p.ty == "memref<*xf32>"));
+    assert!(chain.params().iter().all(|p| p.ty == Type("memref<*xf32>")));
 
     let body = body_of(&out);
-    assert_eq!(mlir::word_positions(&body, "air.launch").len(), 2);
+    let launches = Module::parse(&body)
+        .unwrap()
+        .walk()
+        .filter(|o| o.name == "air.launch")
+        .count();
+    assert_eq!(launches, 2);
     // op0: function-scope values prefixed; the launch binds the combined buffers; the names
     // the launch binds for its own region (reused %arg0…) are untouched.
     assert!(
