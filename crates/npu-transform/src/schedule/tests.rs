@@ -180,3 +180,77 @@ fn every_generated_schedule_uses_only_library_names_it_has() {
         }
     }
 }
+
+/// Log output captured from a tracing subscriber.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+    type Writer = Captured;
+    fn make_writer(&'a self) -> Captured {
+        self.clone()
+    }
+}
+
+fn debug_log_of(f: impl FnOnce()) -> String {
+    let sink = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_ansi(false)
+        .with_writer(sink.clone())
+        .finish();
+    tracing::subscriber::with_default(subscriber, f);
+    let bytes = sink.0.lock().unwrap().clone();
+    String::from_utf8(bytes).unwrap()
+}
+
+#[test]
+fn a_kernel_that_does_not_qualify_says_why_at_debug_level() {
+    let transposed = matmul_linalg(64, 64, 64, "bf16").replace(
+        "    %4 = linalg.matmul",
+        "    %t = linalg.transpose ins(%3 : tensor<64x64xbf16>) outs(%3 : tensor<64x64xbf16>) permutation = [1, 0]\n    %4 = linalg.matmul",
+    );
+    let log = debug_log_of(|| {
+        choose(None, &transposed, NpuVersion::Npu2).unwrap();
+    });
+    assert!(log.contains("DEBUG"), "{log}");
+    assert!(
+        log.contains("kernel=\"mm\"") || log.contains("kernel=mm"),
+        "{log}"
+    );
+    assert!(
+        log.contains(
+            "no automatic matmul schedule: it has linalg ops besides matmul and fill \
+             (linalg.transpose)"
+        ),
+        "{log}"
+    );
+    assert!(
+        log.contains("using the default elementwise schedule"),
+        "{log}"
+    );
+    let odd = debug_log_of(|| {
+        choose(None, &matmul_linalg(6, 8, 8, "bf16"), NpuVersion::Npu1).unwrap();
+    });
+    assert!(
+        odd.contains("M = 6 is not a multiple of the npu1 pack size 4 for bf16"),
+        "{odd}"
+    );
+    let chosen = debug_log_of(|| {
+        choose(None, &matmul_linalg(64, 64, 64, "i8"), NpuVersion::Npu2).unwrap();
+    });
+    assert!(
+        chosen.contains("using the automatic matmul schedule"),
+        "{chosen}"
+    );
+}
