@@ -3,11 +3,9 @@ directly or inside aircc, says where it looked and what each tool reports as its
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
+
+from conftest import run_doctor
 
 TOOLS = [
     "air-opt",
@@ -28,32 +26,21 @@ def _tool(path: Path, banner: str) -> None:
 
 
 def _doctor(env: dict) -> dict:
-    full = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("AMD_TRITON_NPU_")
-        and k
-        not in (
-            "MLIR_AIR_INSTALL_DIR",
-            "PEANO_INSTALL_DIR",
-            "LLVM_BINARY_DIR",
-            "TRITON_SHARED_OPT_PATH",
-            "XILINX_XRT",
-            "XRT_DEV_DIR",
-            "AIE_XCLBINUTIL",
-        )
-    }
-    full.update(env)
-    r = subprocess.run(
-        [sys.executable, "-m", "triton_npu", "doctor", "--json"],
-        capture_output=True,
-        text=True,
-        env=full,
-        timeout=120,
-    )
-    report = json.loads(r.stdout)
-    assert r.returncode == (0 if report["usable"] else 1)
+    """The report's components by name, with no toolchain location inherited."""
+    rc, report = run_doctor(env, drop=_LOCATIONS)
+    assert rc == (0 if report["usable"] else 1)
     return {c["component"]: c for c in report["components"]}
+
+
+_LOCATIONS = (
+    "MLIR_AIR_INSTALL_DIR",
+    "PEANO_INSTALL_DIR",
+    "LLVM_BINARY_DIR",
+    "TRITON_SHARED_OPT_PATH",
+    "XILINX_XRT",
+    "XRT_DEV_DIR",
+    "AIE_XCLBINUTIL",
+)
 
 
 def test_every_tool_of_a_compile_is_checked(tmp_path: Path):

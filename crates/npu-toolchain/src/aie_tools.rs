@@ -124,23 +124,12 @@ pub fn needed_for(name: &str, format: Option<OutputFormat>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use npu_target::Overrides;
-    use std::os::unix::fs::PermissionsExt;
+    use crate::discovery::tests::config;
     use std::path::Path;
 
+    /// A tool that prints `version` for `--version`.
     fn tool(path: &Path, version: &str) {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, format!("#!/bin/sh\necho '{version}'\n")).unwrap();
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-
-    fn config(pairs: &[(&str, String)]) -> Config {
-        let pairs = pairs.to_vec();
-        Config::load(
-            &move |n| pairs.iter().find(|(k, _)| *k == n).map(|(_, v)| v.clone()),
-            &Overrides::default(),
-        )
-        .unwrap()
+        crate::discovery::tests::tool(path, &format!("echo '{version}'"));
     }
 
     #[test]

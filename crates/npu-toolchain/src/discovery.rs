@@ -617,11 +617,12 @@ fn sha256_file(path: &Path) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use npu_target::Overrides;
 
-    fn config(pairs: &[(&str, String)]) -> Config {
+    /// A configuration made of these variables only.
+    pub(crate) fn config(pairs: &[(&str, String)]) -> Config {
         let pairs = pairs.to_vec();
         Config::load(
             &move |n| pairs.iter().find(|(k, _)| *k == n).map(|(_, v)| v.clone()),
@@ -630,7 +631,8 @@ mod tests {
         .unwrap()
     }
 
-    fn tool(path: &Path, body: &str) {
+    /// An executable shell script at `path` running `body`.
+    pub(crate) fn tool(path: &Path, body: &str) {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, format!("#!/bin/sh\n{body}\n")).unwrap();
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
