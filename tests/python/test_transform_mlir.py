@@ -139,7 +139,10 @@ def test_our_scripts_expand_and_verify(path: Path):
     [
         ("unknown_include.mlir", "unknown_include.mlir:7: transform.include @tile_for_the_moon"),
         ("recursive.mlir", "recursive.mlir:8: transform.include @ping: the includes are recursive"),
-        ("bad_nesting.mlir", "bad_nesting.mlir:8: `)` closes the `{` opened at line 4"),
+        (
+            "bad_nesting.mlir",
+            "bad_nesting.mlir:8: `)` does not close the `{` opened at 4:56 (bad nesting)",
+        ),
     ],
 )
 def test_bad_scripts_exit_2_with_file_and_line(name: str, message: str):
