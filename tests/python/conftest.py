@@ -29,6 +29,25 @@ def clean_config(monkeypatch: pytest.MonkeyPatch):
     npu_config.reset()
 
 
+def run_doctor(env: dict, drop: tuple[str, ...] = ()) -> tuple[int, dict]:
+    """`python -m triton_npu doctor --json` with this process's environment minus the
+    configuration variables and `drop`, plus `env`: the exit status and the report."""
+    import json
+
+    full = {
+        k: v for k, v in os.environ.items() if not k.startswith("AMD_TRITON_NPU_") and k not in drop
+    }
+    full.update(env)
+    r = subprocess.run(
+        [sys.executable, "-m", "triton_npu", "doctor", "--json"],
+        capture_output=True,
+        text=True,
+        env=full,
+        timeout=120,
+    )
+    return r.returncode, json.loads(r.stdout)
+
+
 def run_python(code: str, env: dict | None = None, cwd: Path | None = None):
     """Runs `code` in a fresh interpreter (for import-time and process-wide behaviour)."""
     full_env = {k: v for k, v in os.environ.items() if k not in _CONFIG_VARS}

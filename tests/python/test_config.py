@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_doctor
 from triton_npu.config import config_context, npu_config, set_config
 
 
@@ -96,16 +93,7 @@ def test_config_context_restores_exactly():
 
 
 def _doctor(env: dict) -> tuple[int, dict]:
-    full = {k: v for k, v in os.environ.items() if not k.startswith("AMD_TRITON_NPU_")}
-    full.update(env)
-    r = subprocess.run(
-        [sys.executable, "-m", "triton_npu", "doctor", "--json"],
-        capture_output=True,
-        text=True,
-        env=full,
-        timeout=120,
-    )
-    return r.returncode, json.loads(r.stdout)
+    return run_doctor(env)
 
 
 def test_doctor_output_format_rules():

@@ -378,6 +378,9 @@ def test_get_npu_cache_dir(runtime: str, tmp_path: Path):
     assert Path(result["after"]).resolve().is_relative_to(cache_root)
     assert "aie.elf" in result["files"]
     assert ("kernel.hsaco" in result["files"]) == (runtime == "hsa")
+    # The transform script air-opt ran is kept in the entry (no matmul: no auto_transform).
+    assert "transform.mlir" in result["files"]
+    assert "auto_transform.mlir" not in result["files"]
     assert result["error"] and "not compiled for the NPU" in result["error"]
 
 

@@ -2,8 +2,9 @@
 //!
 //! Runs the same pipeline as a first launch (air-opt lowering, aircc) and writes the artifacts
 //! to `-o OUTDIR`: `aie.elf` (elf), `aie.xclbin` + `insts.bin` (xclbin) or `aie.pdi` +
-//! `insts.bin` (pdi), the AIR module `asm_air_output.mlir`, and under the HSA runtime the
-//! packed `kernel.hsaco`. Command-line options beat the environment; the target, when neither
+//! `insts.bin` (pdi), the AIR module `asm_air_output.mlir`, the transform script air-opt ran
+//! `transform.mlir` (plus `auto_transform.mlir`, the generated matmul schedule before
+//! expansion, when that was chosen), and under the HSA runtime the packed `kernel.hsaco`. Command-line options beat the environment; the target, when neither
 //! `--target` nor `AMD_TRITON_NPU_TARGET` gives it, is detected from the device.
 
 use std::path::{Path, PathBuf};
@@ -39,7 +40,7 @@ pub struct CompileArgs {
     #[arg(long, value_name = "elf|xclbin|pdi", value_parser = parse_format)]
     pub format: Option<OutputFormat>,
     /// A transform-dialect tiling script [default: AIR_TRANSFORM_TILING_SCRIPT, else the
-    /// built-in elementwise schedule].
+    /// automatic matmul schedule for a plain matmul, else the default elementwise schedule].
     #[arg(long, value_name = "FILE")]
     pub transform_script: Option<PathBuf>,
     /// Where to write the artifacts (created if missing).
@@ -246,6 +247,16 @@ fn summary_json(
         files.insert(k.into(), p.display().to_string().into());
     }
     files.insert("air_mlir".into(), o.air_mlir.display().to_string().into());
+    files.insert(
+        "transform_mlir".into(),
+        o.transform_mlir.display().to_string().into(),
+    );
+    if let Some(auto) = &o.auto_transform_mlir {
+        files.insert(
+            "auto_transform_mlir".into(),
+            auto.display().to_string().into(),
+        );
+    }
     if let Some((h, _)) = &done.hsaco {
         files.insert("hsaco".into(), h.display().to_string().into());
     }
@@ -256,6 +267,7 @@ fn summary_json(
         "runtime": config.runtime,
         "grid": args.grid,
         "bf16_emulation": o.bf16_emulation,
+        "schedule": o.schedule,
         "elf_kernel_name": dispatch,
         "hsaco_kernel_name": done.hsaco.as_ref().map(|(_, n)| n),
         "files": files,
@@ -277,6 +289,14 @@ fn summary_text(args: &CompileArgs, config: &Config, done: &Done, seconds: f64) 
         s.push_str(&format!("  kernel to dispatch: {kernel_name}\n"));
     }
     s.push_str(&format!("  {}\n", o.air_mlir.display()));
+    s.push_str(&format!(
+        "  {} ({})\n",
+        o.transform_mlir.display(),
+        o.schedule
+    ));
+    if let Some(auto) = &o.auto_transform_mlir {
+        s.push_str(&format!("  {}\n", auto.display()));
+    }
     if let Some((h, name)) = &done.hsaco {
         s.push_str(&format!("  {} (kernel {name})\n", h.display()));
     }

@@ -175,7 +175,8 @@ pub fn collect(host: &Host) -> Report {
         ),
     }
 
-    tools(&mut r, &config, host);
+    let format = r.output_format.as_deref().and_then(OutputFormat::parse);
+    tools(&mut r, &config, host, format);
     runtimes(&mut r, &config, &driver_host);
     remote_cache(&mut r, &config);
 
@@ -240,8 +241,10 @@ fn remote_cache(r: &mut Report, config: &Config) {
     }
 }
 
-/// One line per tool: where it was found and its version, or every place looked.
-fn tools(r: &mut Report, config: &Config, host: &Host) {
+/// One line per tool a compile to `format` runs (directly or inside aircc): where it was found
+/// and its version, or every place looked. A tool the format does not need (or that aiecc may
+/// have built in) is a warning when missing, not an error.
+fn tools(r: &mut Report, config: &Config, host: &Host, format: Option<OutputFormat>) {
     let search = SearchPaths {
         site_packages: host
             .python
@@ -250,7 +253,7 @@ fn tools(r: &mut Report, config: &Config, host: &Host) {
             .unwrap_or_default(),
         triton_dir: host.python.as_ref().and_then(|p| p.triton_dir.clone()),
     };
-    for tool in discovery::report(config, &search) {
+    for tool in discovery::report_for(config, &search, format) {
         match &tool.found {
             Some(found) => r.push(
                 &tool.tool,
@@ -269,12 +272,12 @@ fn tools(r: &mut Report, config: &Config, host: &Host) {
                     tool.needed_for,
                     summarize_places(&tool.searched)
                 );
-                r.push(
-                    &tool.tool,
-                    Status::Error,
-                    detail,
-                    Some(tool.install.clone()),
-                );
+                let status = if tool.required {
+                    Status::Error
+                } else {
+                    Status::Warn
+                };
+                r.push(&tool.tool, status, detail, Some(tool.install.clone()));
             }
         }
     }

@@ -15,6 +15,7 @@ pub mod doctor;
 pub mod hsaco;
 pub mod run;
 pub mod test_examples;
+pub mod transform;
 
 /// Facts about the calling environment that Rust cannot learn by itself.
 #[derive(Debug, Clone, Default)]
@@ -62,8 +63,8 @@ impl Host {
     name = "triton-npu",
     version = npu_target::VERSION,
     about = "Triton backend for AMD XDNA NPUs: diagnose the setup, show the configuration, \
-             compile kernels ahead of time, pack and inspect hsaco files, run kernels for bring-up, run example scripts, \
-             manage the kernel cache"
+             compile kernels ahead of time, show transform scripts, pack and inspect hsaco \
+             files, run kernels for bring-up, run example scripts, manage the kernel cache"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -86,6 +87,8 @@ enum Command {
     Compile(compile::CompileArgs),
     /// Run upstream-style example scripts (one directory each) and summarise.
     TestExamples(test_examples::TestExamplesArgs),
+    /// List the transform library; print the transform script air-opt gets.
+    Transform(transform::TransformArgs),
 }
 
 /// Parses `args` (program name first) and runs the command. Never panics outward: a panic
@@ -110,6 +113,7 @@ where
         Command::Run(args) => run::run(&args, host),
         Command::Compile(args) => compile::run_for_host(&args, host),
         Command::TestExamples(args) => test_examples::run(&args, host),
+        Command::Transform(args) => transform::run(&args),
     }));
     outcome.unwrap_or_else(|_| {
         eprintln!("triton-npu: internal error (a bug; please report it with the command line)");

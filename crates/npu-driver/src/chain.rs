@@ -12,7 +12,8 @@
 //!   On a miss it lowers every op to AIR on its own (`air-opt`, with the op's grid and script),
 //!   stitches the results ([`stitch`]) and runs aircc once for a full ELF; under HSA the ELF
 //!   is packed into `kernel.hsaco`. The stitched module is kept in the entry as
-//!   [`MULTILAUNCH`]. Chains need npu2: the ELF reloads the array between launches
+//!   [`MULTILAUNCH`], each op's transform script as `op<k>.transform.mlir` (and
+//!   `op<k>.auto_transform.mlir` for an op that got the automatic matmul schedule). Chains need npu2: the ELF reloads the array between launches
 //!   (load_pdi), which npu1 cannot do.
 //! * [`ChainRunner`] loads the compiled chain and dispatches it over persistent buffers.
 
@@ -26,7 +27,7 @@ use npu_cache::{Entry, Inputs, KERNEL_NAME_INPUT};
 use npu_mlir::{Module, Type};
 use npu_runtime::MAX_KERNEL_ARGS;
 use npu_target::{Config, NpuVersion, OutputFormat};
-use npu_toolchain::{AirccOptions, BuildRequest, Compiler, LowerRequest, Toolchain};
+use npu_toolchain::{AirccOptions, BuildRequest, Compiler, LowerRequest, Lowered, Toolchain};
 
 use crate::artifacts::{self, Compiled};
 use crate::error::DriverError;
@@ -284,12 +285,15 @@ impl ChainBuilder {
         Ok(kernel::build_inputs(inputs, config, host, target, format))
     }
 
-    /// Lowers every op to AIR, each with its own grid and transform script.
+    /// Lowers every op to AIR for `target`, each with its own grid and transform script
+    /// (the op's script, else the configured one, else the automatic matmul schedule or the
+    /// default, chosen per op).
     pub fn lower(
         &self,
         config: &Config,
         toolchain: &Toolchain,
-    ) -> Result<Vec<String>, DriverError> {
+        target: NpuVersion,
+    ) -> Result<Vec<Lowered>, DriverError> {
         self.ops
             .iter()
             .enumerate()
@@ -303,15 +307,17 @@ impl ChainBuilder {
                     linalg: op.ttsharedir.clone(),
                     grid: op.grid,
                     actual_sizes: op.actual_sizes,
+                    target,
                     debug_tag: None,
                 })?;
-                Ok(lowered.air)
+                Ok(lowered)
             })
             .collect()
     }
 
     /// Stitches the ops' AIR modules (from [`ChainBuilder::lower`]) into one module.
-    pub fn stitch(&self, airs: &[String]) -> Result<String, DriverError> {
+    pub fn stitch(&self, lowered: &[Lowered]) -> Result<String, DriverError> {
+        let airs: Vec<&str> = lowered.iter().map(|l| l.air.as_str()).collect();
         self.combined_arg_types()?;
         let ops: Vec<stitch::StitchOp<'_>> = self
             .ops
@@ -340,8 +346,9 @@ impl ChainBuilder {
     /// `air-opt` once per op.
     pub fn build_module_text(&self, config: &Config, host: &Host) -> Result<String, DriverError> {
         self.combined_arg_types()?;
+        let target = kernel::detect_target(config, host)?;
         let toolchain = Toolchain::discover(config, &kernel::search_paths(host))?;
-        self.stitch(&self.lower(config, &toolchain)?)
+        self.stitch(&self.lower(config, &toolchain, target)?)
     }
 
     /// The format a chain compiles to: a full ELF, on npu2 only.
@@ -408,7 +415,23 @@ impl ChainBuilder {
         dir: &Path,
     ) -> Result<(), DriverError> {
         let toolchain = Toolchain::discover(config, &kernel::search_paths(host))?;
-        let text = self.stitch(&self.lower(config, &toolchain)?)?;
+        let lowered = self.lower(config, &toolchain, target)?;
+        let text = self.stitch(&lowered)?;
+        // Each op's transform script goes with the artifacts, as a kernel's does.
+        for (k, op) in lowered.iter().enumerate() {
+            let keep = [
+                (npu_toolchain::lower::TRANSFORM_SCRIPT, Some(&op.transform)),
+                (
+                    npu_toolchain::lower::AUTO_TRANSFORM_SCRIPT,
+                    op.auto_transform.as_ref(),
+                ),
+            ];
+            for (name, text) in keep {
+                if let Some(text) = text {
+                    kernel::write(&dir.join(format!("op{k}.{name}")), text.as_bytes())?;
+                }
+            }
+        }
         let bf16_emulation = config.bf16_emulation
             || self
                 .ops

@@ -11,11 +11,13 @@ pub enum DriverError {
     #[error(transparent)]
     Format(#[from] npu_target::FormatError),
     #[error(
-        "the transform script {path} (AIR_TRANSFORM_TILING_SCRIPT) cannot be read: {source}; \
-         fix the path or unset the variable to use the default schedule"
+        "the transform script {path} (AIR_TRANSFORM_TILING_SCRIPT) cannot be read: {source} \
+         (working directory: {cwd}); fix the path (an absolute one, or relative to that \
+         directory) or unset the variable to use triton-npu's own schedules"
     )]
     TransformScript {
         path: PathBuf,
+        cwd: PathBuf,
         #[source]
         source: std::io::Error,
     },
@@ -139,7 +141,9 @@ impl DriverError {
                 T::ToolFailed(failure) if failure.timed_out => ErrorKind::Timeout,
                 T::Format(_) => ErrorKind::Config,
                 T::InvalidRequest(_) => ErrorKind::InvalidInput,
-                T::ToolFailed(_) | T::BadOutput { .. } | T::Io { .. } => ErrorKind::CompileFailed,
+                T::ToolFailed(_) | T::BadOutput { .. } | T::Io { .. } | T::Transform(_) => {
+                    ErrorKind::CompileFailed
+                }
             },
             DriverError::Cache(e) => cache_kind(e),
             DriverError::Prepare(_) | DriverError::Incomplete { .. } => ErrorKind::CompileFailed,

@@ -82,15 +82,21 @@ pub fn cache_inputs(
     Ok(build_inputs(inputs, config, host, target, format))
 }
 
-/// The contents of a transform script as a cache input (`default` for our own schedule).
+/// The contents of a transform script as a cache input (`default` for our own schedules),
+/// with the transform library's digest: includes expand from the library, and the built-in
+/// schedules are built on it.
 pub(crate) fn transform_script(path: Option<&Path>) -> Result<Vec<u8>, DriverError> {
-    match path {
+    let mut input = match path {
         Some(path) => std::fs::read(path).map_err(|source| DriverError::TransformScript {
             path: path.to_owned(),
+            cwd: std::env::current_dir().unwrap_or_default(),
             source,
-        }),
-        None => Ok(b"default".to_vec()),
-    }
+        })?,
+        None => b"default".to_vec(),
+    };
+    input.extend_from_slice(b"\ntransform library ");
+    input.extend_from_slice(npu_toolchain::npu_transform::library::digest().as_bytes());
+    Ok(input)
 }
 
 /// Adds what every build depends on besides its IR: target, format, runtime, bf16 emulation

@@ -107,6 +107,8 @@ pub mod vars {
     pub const LLVM_BINARY_DIR: &str = "LLVM_BINARY_DIR";
     pub const PEANO_INSTALL_DIR: &str = "PEANO_INSTALL_DIR";
     pub const TRITON_SHARED_OPT_PATH: &str = "TRITON_SHARED_OPT_PATH";
+    /// aiecc's override for the xclbinutil it runs (mlir-aie `aiecc.cpp`).
+    pub const AIE_XCLBINUTIL: &str = "AIE_XCLBINUTIL";
     pub const XRT_DEV_DIR: &str = "XRT_DEV_DIR";
     pub const XILINX_XRT: &str = "XILINX_XRT";
     pub const XRT_SHIM: &str = "AMD_TRITON_NPU_XRT_SHIM";
@@ -298,6 +300,12 @@ pub const VARIABLES: &[Variable] = &[
         "where Peano's binaries are",
     ),
     var(
+        vars::AIE_XCLBINUTIL,
+        None,
+        "",
+        "the xclbinutil aiecc runs (aiecc's own variable)",
+    ),
+    var(
         vars::TRITON_SHARED_OPT_PATH,
         None,
         "",
@@ -380,6 +388,8 @@ pub struct Locations {
     pub llvm_binary_dir: Option<PathBuf>,
     pub peano_install_dir: Option<PathBuf>,
     pub triton_shared_opt_path: Option<PathBuf>,
+    /// `AIE_XCLBINUTIL`: the xclbinutil aiecc runs instead of searching for one.
+    pub aie_xclbinutil: Option<PathBuf>,
     pub xrt_dev_dir: Option<PathBuf>,
     pub xilinx_xrt: Option<PathBuf>,
     /// `AMD_TRITON_NPU_XRT_SHIM`: an explicit path to the XRT shim library.
@@ -732,6 +742,7 @@ impl Config {
             llvm_binary_dir: path_var(vars::LLVM_BINARY_DIR),
             peano_install_dir: path_var(vars::PEANO_INSTALL_DIR),
             triton_shared_opt_path: path_var(vars::TRITON_SHARED_OPT_PATH),
+            aie_xclbinutil: path_var(vars::AIE_XCLBINUTIL),
             xrt_dev_dir: path_var(vars::XRT_DEV_DIR),
             xilinx_xrt: path_var(vars::XILINX_XRT),
             xrt_shim: path_var(vars::XRT_SHIM),
@@ -1063,6 +1074,27 @@ mod tests {
         );
         assert!(c.target.is_none() && default_of(vars::TARGET).is_empty());
         assert!(c.output_format.is_none() && default_of(vars::OUTPUT_FORMAT).is_empty());
+    }
+
+    #[test]
+    fn every_name_in_vars_has_a_row_in_the_table() {
+        // `vars` is the one list of names; a name without a row would be read but never shown
+        // by `triton-npu config`, Python or the README check below.
+        let source = include_str!("config.rs");
+        let block = &source[source.find("pub mod vars {").unwrap()..];
+        let block = &block[..block.find("\n}").unwrap()];
+        let names: Vec<&str> = block
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("pub const "))
+            .filter_map(|l| l.split('"').nth(1))
+            .collect();
+        assert!(names.len() > 20);
+        for name in names {
+            assert!(
+                VARIABLES.iter().any(|v| v.name == name),
+                "{name} is in vars but not in VARIABLES"
+            );
+        }
     }
 
     #[test]

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use npu_target::{Config, NpuVersion, OutputFormat};
+use npu_transform::{Schedule, ScheduleKind};
 
 use crate::aircc::{self, AirccOptions, Artifacts};
 use npu_process::{Echo, Output, RunError, ToolCommand};
@@ -26,6 +27,8 @@ pub struct LowerRequest {
     pub grid: [u32; 3],
     /// Upstream's `actual-sizes` padding hint, see [`lower::actual_sizes`].
     pub actual_sizes: Option<[u64; 3]>,
+    /// The NPU the built-in schedules tile for (columns, MAC shape).
+    pub target: NpuVersion,
     /// Names the debug directory (e.g. a short cache key) instead of a timestamp.
     pub debug_tag: Option<String>,
 }
@@ -72,6 +75,14 @@ pub struct StepTime {
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Lowered {
     pub air: String,
+    /// The transform script air-opt ran (expanded: what `transform.mlir` holds).
+    pub transform: String,
+    /// The generated matmul schedule before expansion (`auto_transform.mlir`), when the
+    /// automatic matmul schedule was chosen.
+    pub auto_transform: Option<String>,
+    /// Which script it was: `user script <path>`, `automatic matmul schedule`,
+    /// `default elementwise schedule`.
+    pub schedule: String,
     pub steps: Vec<StepTime>,
     /// Where the IR was kept, when debugging.
     pub kept_dir: Option<PathBuf>,
@@ -95,6 +106,13 @@ pub struct CompileOutput {
     pub artifacts: Artifacts,
     /// The AIR module aircc compiled, saved as `asm_air_output.mlir` in the output directory.
     pub air_mlir: PathBuf,
+    /// The transform script air-opt ran, saved as `transform.mlir` in the output directory.
+    pub transform_mlir: PathBuf,
+    /// The generated matmul schedule before expansion, saved as `auto_transform.mlir` when
+    /// the automatic matmul schedule was chosen.
+    pub auto_transform_mlir: Option<PathBuf>,
+    /// Which script it was (see [`Lowered::schedule`]).
+    pub schedule: String,
     pub bf16_emulation: bool,
     pub steps: Vec<StepTime>,
     pub kept_dir: Option<PathBuf>,
@@ -119,8 +137,12 @@ impl<'a> Compiler<'a> {
         let mut job = Job::new(self.config, &req.kernel, req.debug_tag.as_deref())?;
         let result = self.lower_in(&mut job, req);
         job.progress.finish(result.is_ok());
+        let (air, schedule) = result?;
         Ok(Lowered {
-            air: result?,
+            air,
+            transform: schedule.expansion.text,
+            auto_transform: auto_transform(&schedule.kind, schedule.generated),
+            schedule: schedule.kind.describe(),
             kept_dir: job.dir.kept().map(Path::to_path_buf),
             steps: job.steps,
         })
@@ -163,14 +185,15 @@ impl<'a> Compiler<'a> {
         check_format(req.format, req.target)?;
         let bf16_emulation = self.config.bf16_emulation || lower::is_f32_matmul(&req.linalg);
         let mut job = Job::new(self.config, &req.kernel, req.debug_tag.as_deref())?;
-        let result = (|| -> Result<(Artifacts, PathBuf)> {
-            let air = self.lower_in(
+        let result = (|| -> Result<(Artifacts, PathBuf, Kept)> {
+            let (air, schedule) = self.lower_in(
                 &mut job,
                 &LowerRequest {
                     kernel: req.kernel.clone(),
                     linalg: req.linalg.clone(),
                     grid: req.grid,
                     actual_sizes: req.actual_sizes,
+                    target: req.target,
                     debug_tag: None,
                 },
             )?;
@@ -187,23 +210,50 @@ impl<'a> Compiler<'a> {
             let air_mlir = req.out_dir.join(lower::AIR_OUTPUT);
             std::fs::write(&air_mlir, air)
                 .map_err(|e| ToolchainError::io("write", &air_mlir, e))?;
-            Ok((artifacts, air_mlir))
+            // The script air-opt ran goes with the artifacts (into the cache entry, or the
+            // `-o` folder of `triton-npu compile`).
+            let transform_mlir = req.out_dir.join(lower::TRANSFORM_SCRIPT);
+            std::fs::write(&transform_mlir, &schedule.expansion.text)
+                .map_err(|e| ToolchainError::io("write", &transform_mlir, e))?;
+            let auto_transform_mlir = match auto_transform(&schedule.kind, schedule.generated) {
+                Some(text) => {
+                    let path = req.out_dir.join(lower::AUTO_TRANSFORM_SCRIPT);
+                    std::fs::write(&path, text)
+                        .map_err(|e| ToolchainError::io("write", &path, e))?;
+                    Some(path)
+                }
+                None => None,
+            };
+            Ok((
+                artifacts,
+                air_mlir,
+                Kept {
+                    transform_mlir,
+                    auto_transform_mlir,
+                    schedule: schedule.kind.describe(),
+                },
+            ))
         })();
         job.progress.finish(result.is_ok());
-        let (artifacts, air_mlir) = result?;
+        let (artifacts, air_mlir, kept) = result?;
         Ok(CompileOutput {
             kernel: req.kernel.clone(),
             target: req.target,
             format: req.format,
             artifacts,
             air_mlir,
+            transform_mlir: kept.transform_mlir,
+            auto_transform_mlir: kept.auto_transform_mlir,
+            schedule: kept.schedule,
             bf16_emulation,
             kept_dir: job.dir.kept().map(Path::to_path_buf),
             steps: job.steps,
         })
     }
 
-    fn lower_in(&self, job: &mut Job<'_>, req: &LowerRequest) -> Result<String> {
+    /// Chooses the transform script (see [`npu_transform::schedule`]), writes it and runs the
+    /// three `air-opt` steps; returns the AIR module and the schedule.
+    fn lower_in(&self, job: &mut Job<'_>, req: &LowerRequest) -> Result<(String, Schedule)> {
         if req.grid.contains(&0) {
             return Err(ToolchainError::InvalidRequest(format!(
                 "grid {:?} of kernel {} has an empty dimension; every grid size must be ≥ 1",
@@ -216,9 +266,19 @@ impl<'a> Compiler<'a> {
                 req.kernel
             )));
         }
-        let script = self.transform_script()?;
+        let schedule = npu_transform::choose(
+            self.config.transform_tiling_script.as_deref(),
+            &req.linalg,
+            req.target,
+        )?;
+        tracing::debug!(kernel = %req.kernel, target = %req.target, "transform script: {}", schedule.kind.describe());
         job.dir.write(lower::SOURCE, req.linalg.as_bytes())?;
-        job.dir.write(lower::TRANSFORM_SCRIPT, script.as_bytes())?;
+        job.dir
+            .write(lower::TRANSFORM_SCRIPT, schedule.script().as_bytes())?;
+        if let (ScheduleKind::Matmul, Some(generated)) = (&schedule.kind, &schedule.generated) {
+            job.dir
+                .write(lower::AUTO_TRANSFORM_SCRIPT, generated.as_bytes())?;
+        }
         for step in lower::steps(req.grid, req.actual_sizes) {
             let log = format!("{}.log", step.name.replace(' ', "-"));
             job.run_tool(
@@ -240,20 +300,8 @@ impl<'a> Compiler<'a> {
             job.dir.keep_copy(step.output);
         }
         let out = job.dir.path().join(lower::AIR_OUTPUT);
-        std::fs::read_to_string(&out).map_err(|e| ToolchainError::io("read", &out, e))
-    }
-
-    /// The configured script, or our default schedule.
-    fn transform_script(&self) -> Result<String> {
-        match &self.config.transform_tiling_script {
-            None => Ok(lower::DEFAULT_TRANSFORM.to_owned()),
-            Some(path) => {
-                std::fs::read_to_string(path).map_err(|source| ToolchainError::TransformScript {
-                    path: std::path::absolute(path).unwrap_or_else(|_| path.clone()),
-                    source,
-                })
-            }
-        }
+        let air = std::fs::read_to_string(&out).map_err(|e| ToolchainError::io("read", &out, e))?;
+        Ok((air, schedule))
     }
 
     /// Runs aircc on `asm_air_output.mlir` in the work directory and moves the artifacts.
@@ -349,6 +397,21 @@ impl<'a> Compiler<'a> {
             )
         })
     }
+}
+
+/// The generated matmul schedule, which is kept as `auto_transform.mlir`.
+fn auto_transform(kind: &ScheduleKind, generated: Option<String>) -> Option<String> {
+    match kind {
+        ScheduleKind::Matmul => generated,
+        _ => None,
+    }
+}
+
+/// The transform files a compile keeps beside its artifacts.
+struct Kept {
+    transform_mlir: PathBuf,
+    auto_transform_mlir: Option<PathBuf>,
+    schedule: String,
 }
 
 /// What aircc is asked for (the AIR module is already in the work directory).

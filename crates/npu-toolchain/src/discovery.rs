@@ -21,9 +21,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use npu_process::{Quiet, RunError, ToolCommand};
-use npu_target::Config;
+use npu_target::{Config, OutputFormat};
 use sha2::{Digest, Sha256};
 
+use crate::aie_tools;
 use crate::error::{Candidate, MissingTool, Result, ToolchainError};
 
 /// Where pip-installed tool packages may be; Rust cannot ask Python for `sys.path`, so the
@@ -123,8 +124,11 @@ impl Toolchain {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ToolReport {
     pub tool: String,
-    /// Whether compiles need it (`triton-shared-opt` is needed by the Python compiler stage).
+    /// What needs it (`triton-shared-opt` is needed by the Python compiler stage).
     pub needed_for: String,
+    /// Whether a compile for the chosen format fails without it (bootgen may be built into
+    /// aiecc; aiebu-asm and xclbinutil serve one format each).
+    pub required: bool,
     pub found: Option<Tool>,
     /// Every place looked, in order, with the reason each was refused.
     pub searched: Vec<Candidate>,
@@ -133,7 +137,21 @@ pub struct ToolReport {
 
 /// Looks for every tool and reports each, found or not. Never fails.
 pub fn report(config: &Config, search: &SearchPaths) -> Vec<ToolReport> {
-    let entry = |tool: &str, needed_for: &str, result: std::result::Result<Tool, MissingTool>| {
+    report_for(config, search, None)
+}
+
+/// Looks for every tool a compile to `format` needs (`None`: any format), in the order they
+/// run: `air-opt`, `aircc`, what aircc runs (`aiecc`) and what aiecc runs (`bootgen`,
+/// `aiebu-asm` for elf, `xclbinutil` for xclbin, Peano), and `triton-shared-opt`. Never fails.
+pub fn report_for(
+    config: &Config,
+    search: &SearchPaths,
+    format: Option<OutputFormat>,
+) -> Vec<ToolReport> {
+    let entry = |tool: &str,
+                 needed_for: &str,
+                 required: bool,
+                 result: std::result::Result<Tool, MissingTool>| {
         let (found, searched, install) = match result {
             Ok(tool) => {
                 let searched = vec![Candidate {
@@ -149,58 +167,150 @@ pub fn report(config: &Config, search: &SearchPaths) -> Vec<ToolReport> {
         ToolReport {
             tool: tool.to_owned(),
             needed_for: needed_for.to_owned(),
+            required,
             found,
             searched,
             install,
         }
     };
+    let peano = find_peano(config, search);
+    let aiecc_tool =
+        |name: &str| aie_tools::find_aiecc_tool(name, config, search, peano.as_ref().ok());
+    let format_note = |name: &str, what: &str| match format {
+        Some(f) if !aie_tools::needed_for(name, Some(f)) => {
+            format!("{what} (not needed for the {f} format)")
+        }
+        _ => what.to_owned(),
+    };
     vec![
         entry(
             "air-opt",
             "lowering Linalg to AIR",
+            true,
             find_air_tool("air-opt", config, search),
         ),
         entry(
             "aircc",
             "building NPU binaries",
+            true,
             find_air_tool("aircc", config, search),
+        ),
+        entry(
+            "aiecc",
+            "aircc's AIE compiler driver (mlir-aie)",
+            true,
+            aie_tools::find_aiecc(config, search),
+        ),
+        entry(
+            "bootgen",
+            "aiecc's PDI step (not needed when aiecc has bootgen built in)",
+            false,
+            aiecc_tool("bootgen"),
+        ),
+        entry(
+            "aiebu-asm",
+            &format_note("aiebu-asm", "aiecc's full ELF (elf format)"),
+            aie_tools::needed_for("aiebu-asm", format),
+            aiecc_tool("aiebu-asm"),
+        ),
+        entry(
+            "xclbinutil",
+            &format_note("xclbinutil", "aiecc's xclbin packaging (xclbin format)"),
+            aie_tools::needed_for("xclbinutil", format),
+            aiecc_tool("xclbinutil"),
         ),
         entry(
             "peano",
             "aircc's AIE core compiler (llvm-aie)",
-            find_peano(config, search),
+            true,
+            peano.clone(),
         ),
         entry(
             "triton-shared-opt",
             "Triton's ttsharedir stage (TTIR to Linalg)",
+            true,
             find_triton_shared_opt(config, search),
         ),
     ]
 }
 
+/// The mlir-air build triton-npu's transform library and schedules are written for:
+/// amd/Triton-XDNA's pin (utils/mlir-air-hash.txt: commit d0e522b, timestamp 2026081604,
+/// version 0.0.1; installed by its CI as below, .github/workflows/build.yml). The assembly
+/// format of the `transform.air.*` ops changes between mlir-air versions.
+pub const MLIR_AIR_WHEEL: &str = "mlir_air[aie]==0.0.1.2026081604+d0e522b.no.rtti";
+/// The mlir-aie that mlir-air build requires (mlir-air utils/clone-mlir-aie.sh at d0e522b),
+/// installed with it through the `[aie]` extra as `mlir_aie_no_rtti`.
+pub const MLIR_AIE_VERSION: &str = "1.4.2.dev14+gc84915b";
+/// Where those wheels are published.
+pub const WHEEL_INDEXES: [&str; 3] = [
+    "https://github.com/Xilinx/mlir-air/releases/expanded_assets/latest-air-wheels-no-rtti",
+    "https://github.com/Xilinx/mlir-aie/releases/expanded_assets/latest-wheels-no-rtti-2",
+    "https://github.com/Xilinx/llvm-aie/releases/expanded_assets/nightly",
+];
+
+/// The pip command that installs the pinned toolchain.
+pub fn toolchain_pip_command() -> String {
+    let indexes: Vec<String> = WHEEL_INDEXES.iter().map(|u| format!("-f {u}")).collect();
+    format!("pip install \"{MLIR_AIR_WHEEL}\" {}", indexes.join(" "))
+}
+
 /// How to install a tool, by name.
 pub fn install_hint(tool: &str) -> String {
+    let pip = toolchain_pip_command();
     match tool {
-        "air-opt" | "aircc" => "install mlir-air into the Python environment that runs Triton: \
-             pip install \"mlir_air[aie]\" \
-             -f https://github.com/Xilinx/mlir-air/releases/expanded_assets/latest-air-wheels-no-rtti \
-             -f https://github.com/Xilinx/mlir-aie/releases/expanded_assets/v1.4.0 \
-             -f https://github.com/Xilinx/llvm-aie/releases/expanded_assets/nightly \
-             — or set MLIR_AIR_INSTALL_DIR to an mlir-air install prefix whose bin/ holds \
-             air-opt and aircc"
-            .to_owned(),
+        "air-opt" | "aircc" => format!(
+            "install mlir-air d0e522b (with mlir-aie {MLIR_AIE_VERSION} and llvm-aie), the \
+             version triton-npu's transform scripts are written for, into the Python \
+             environment that runs Triton: {pip} — or set MLIR_AIR_INSTALL_DIR to an mlir-air \
+             install prefix whose bin/ holds air-opt and aircc"
+        ),
+        "aiecc" | "bootgen" => format!(
+            "{tool} comes with mlir-aie ({MLIR_AIE_VERSION}, installed with mlir-air by: {pip}); \
+             {}: put the directory holding it (the environment's bin/, or \
+             <site-packages>/mlir_aie/bin) on PATH",
+            if tool == "aiecc" {
+                "aircc looks for it on PATH only"
+            } else {
+                "aiecc looks for it in Peano's bin/ and on PATH only"
+            }
+        ),
+        "aiebu-asm" | "xclbinutil" => format!(
+            "{tool} comes with XRT (≥ 2.19, /opt/xilinx/xrt/bin): aiecc looks for it in Peano's \
+             bin/ and on PATH, so `source /opt/xilinx/xrt/setup.sh` or add XRT's bin/ to PATH{}",
+            if tool == "xclbinutil" {
+                " (or set AIE_XCLBINUTIL to the binary)"
+            } else {
+                ""
+            }
+        ),
         "peano" => "install Peano (llvm-aie): pip install llvm-aie \
              -f https://github.com/Xilinx/llvm-aie/releases/expanded_assets/nightly \
              — or set PEANO_INSTALL_DIR to its root (the directory whose bin/llc --version \
              lists aie2), or LLVM_BINARY_DIR to that root's bin/"
             .to_owned(),
-        "triton-shared-opt" => "set TRITON_SHARED_OPT_PATH to a triton-shared-opt binary \
-             (built from microsoft/triton-shared) or to the directory holding it, or put it on \
-             PATH"
-            .to_owned(),
+        "triton-shared-opt" => TRITON_SHARED_OPT_HINT.to_owned(),
         other => format!("install {other}"),
     }
 }
+
+/// How a user of stock PyPI triton gets a `triton-shared-opt` that reads its TTIR: PyPI
+/// triton does not ship one (amd/Triton-XDNA builds it into its own triton wheel: setup.py
+/// `_add_triton_shared_opt` copies `build/cmake.*/third_party/triton_shared/tools/
+/// triton-shared-opt/triton-shared-opt` into `triton/triton_shared/`). It has to be built with
+/// the same Triton it reads: microsoft/triton-shared builds as a Triton plugin
+/// (`TRITON_PLUGIN_DIRS`, its README).
+pub const TRITON_SHARED_OPT_HINT: &str = "PyPI's triton does not include triton-shared-opt; \
+    build it as a plugin of the same triton release you run (its TTIR must match): \
+    git clone https://github.com/microsoft/triton-shared triton_shared && \
+    git clone https://github.com/triton-lang/triton && cd triton && \
+    git checkout v$(python -c 'import triton; print(triton.__version__)') && \
+    TRITON_PLUGIN_DIRS=$PWD/../triton_shared pip wheel --no-deps --no-build-isolation -w /tmp/tw . \
+    (in a scratch virtualenv with ninja, cmake, pybind11 and setuptools; use a triton_shared \
+    commit whose triton-hash.txt is on that release's branch), then set \
+    TRITON_SHARED_OPT_PATH to build/cmake.*/third_party/triton_shared/tools/triton-shared-opt/\
+    triton-shared-opt (or copy that binary to <triton package>/triton_shared/, where \
+    amd/Triton-XDNA's wheel puts it)";
 
 /// Finds `air-opt` or `aircc`.
 pub fn find_air_tool(
@@ -404,7 +514,7 @@ pub fn find_triton_shared_opt(
     pick_executable(NAME, triton_shared_opt_places(config, search), Vec::new())
 }
 
-fn pick_executable(
+pub(crate) fn pick_executable(
     name: &str,
     places: Vec<(String, PathBuf)>,
     mut searched: Vec<Candidate>,
@@ -509,11 +619,12 @@ fn sha256_file(path: &Path) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use npu_target::Overrides;
 
-    fn config(pairs: &[(&str, String)]) -> Config {
+    /// A configuration made of these variables only.
+    pub(crate) fn config(pairs: &[(&str, String)]) -> Config {
         let pairs = pairs.to_vec();
         Config::load(
             &move |n| pairs.iter().find(|(k, _)| *k == n).map(|(_, v)| v.clone()),
@@ -522,7 +633,8 @@ mod tests {
         .unwrap()
     }
 
-    fn tool(path: &Path, body: &str) {
+    /// An executable shell script at `path` running `body`.
+    pub(crate) fn tool(path: &Path, body: &str) {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, format!("#!/bin/sh\n{body}\n")).unwrap();
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -631,7 +743,7 @@ mod tests {
             &format!("{}", t.path().join("p1/aircc").display()),
             &format!("{}", t.path().join("peano").display()),
             &format!("{}", site.join("llvm-aie").display()),
-            "pip install \"mlir_air[aie]\"",
+            "pip install \"mlir_air[aie]==0.0.1.2026081604+d0e522b.no.rtti\"",
             "pip install llvm-aie",
             "MLIR_AIR_INSTALL_DIR",
             "PEANO_INSTALL_DIR",
@@ -846,13 +958,44 @@ mod tests {
         let cfg = config(&[("PATH", t.path().join("bin").display().to_string())]);
         let r = report(&cfg, &SearchPaths::default());
         let names: Vec<&str> = r.iter().map(|e| e.tool.as_str()).collect();
-        assert_eq!(names, ["air-opt", "aircc", "peano", "triton-shared-opt"]);
+        assert_eq!(
+            names,
+            [
+                "air-opt",
+                "aircc",
+                "aiecc",
+                "bootgen",
+                "aiebu-asm",
+                "xclbinutil",
+                "peano",
+                "triton-shared-opt"
+            ]
+        );
         assert_eq!(
             r[0].found.as_ref().unwrap().identity.version.as_deref(),
             Some("air-opt version 1")
         );
         assert!(r[1].found.is_none());
         assert_eq!(r[1].searched[0].path, t.path().join("bin/aircc"));
-        assert!(r[2].install.contains("llvm-aie"));
+        assert!(r[6].install.contains("llvm-aie"));
+        assert!(r[0].install.contains(MLIR_AIR_WHEEL) && r[2].install.contains(MLIR_AIE_VERSION));
+        assert!(r[7].install.contains("TRITON_PLUGIN_DIRS"));
+        // What each format needs.
+        let required = |format| {
+            report_for(&cfg, &SearchPaths::default(), format)
+                .into_iter()
+                .filter(|e| e.required)
+                .map(|e| e.tool)
+                .collect::<Vec<_>>()
+        };
+        let common = ["air-opt", "aircc", "aiecc", "peano", "triton-shared-opt"];
+        let with = |extra: &str| {
+            let mut v: Vec<String> = common.iter().map(|s| s.to_string()).collect();
+            v.insert(3, extra.to_owned());
+            v
+        };
+        assert_eq!(required(Some(OutputFormat::Elf)), with("aiebu-asm"));
+        assert_eq!(required(Some(OutputFormat::Xclbin)), with("xclbinutil"));
+        assert_eq!(required(Some(OutputFormat::Pdi)), common);
     }
 }

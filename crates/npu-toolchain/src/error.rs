@@ -100,11 +100,22 @@ pub enum ToolchainError {
 
     #[error(
         "the transform script {} (AIR_TRANSFORM_TILING_SCRIPT or npu_config.transform_tiling_script) \
-         cannot be read: {source}. Point the setting at an existing MLIR transform-dialect file, \
-         or unset it to use the built-in elementwise schedule",
-        .path.display()
+         cannot be read: {source} (working directory: {}). Point the setting at an existing MLIR \
+         transform-dialect file (an absolute path, or one relative to that directory), or unset it \
+         to use triton-npu's own schedules",
+        .path.display(),
+        .cwd.display()
     )]
-    TransformScript { path: PathBuf, source: io::Error },
+    TransformScript {
+        path: PathBuf,
+        cwd: PathBuf,
+        source: io::Error,
+    },
+
+    /// The transform script cannot be turned into what air-opt gets (an unknown
+    /// `transform.include`, recursion, bad nesting).
+    #[error("{0}")]
+    Transform(npu_transform::TransformError),
 
     #[error("invalid compile request: {0}")]
     InvalidRequest(String),
@@ -146,6 +157,17 @@ pub enum ToolchainError {
         reason: String,
         log: PathBuf,
     },
+}
+
+impl From<npu_transform::TransformError> for ToolchainError {
+    fn from(e: npu_transform::TransformError) -> ToolchainError {
+        match e {
+            npu_transform::TransformError::ScriptRead { path, cwd, source } => {
+                ToolchainError::TransformScript { path, cwd, source }
+            }
+            other => ToolchainError::Transform(other),
+        }
+    }
 }
 
 fn missing_text(missing: &[MissingTool]) -> String {

@@ -5,7 +5,9 @@
 //!   for cache keys, and reports every place looked when something is missing
 //!   ([`discovery::report`] feeds `triton-npu doctor`).
 //! * [`lower`]: triton-shared's Linalg → AIR with `air-opt` (upstream's three pass steps, as
-//!   command-line pipelines), with the configured transform script or our default schedule.
+//!   command-line pipelines), with the transform script [`npu_transform::choose`] picks (the
+//!   configured one, else the automatic matmul schedule, else the default elementwise one),
+//!   expanded; it is kept as `transform.mlir` with the artifacts.
 //! * [`aircc`]: upstream's aircc command line per output format, and reading
 //!   `full_elf_config.json`.
 //! * [`Compiler`]: runs a compile in a private work directory (removed afterwards, or by the
@@ -40,6 +42,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod aie_tools;
 pub mod aircc;
 mod compile;
 pub mod discovery;
@@ -55,3 +58,5 @@ pub use compile::{
 };
 pub use discovery::{SearchPaths, Tool, ToolIdentity, ToolReport, Toolchain};
 pub use error::{Candidate, MissingTool, ToolFailure, ToolchainError};
+/// The transform library and schedules (re-exported for the driver and the command line).
+pub use npu_transform;

@@ -18,12 +18,13 @@ use std::ffi::OsString;
 /// The IR file names of the lowering, in order (kept in the debug directory).
 pub const SOURCE: &str = "asm_src.mlir";
 pub const PREPARED: &str = "air_prepared.mlir";
-pub const TRANSFORM_SCRIPT: &str = "transform.mlir";
+/// The expanded transform script air-opt runs (kept with every compile's artifacts).
+pub const TRANSFORM_SCRIPT: &str = npu_transform::schedule::TRANSFORM_SCRIPT;
+/// The generated matmul schedule before expansion, kept beside [`TRANSFORM_SCRIPT`] when the
+/// automatic matmul schedule was chosen.
+pub const AUTO_TRANSFORM_SCRIPT: &str = npu_transform::schedule::AUTO_TRANSFORM_SCRIPT;
 pub const TILED: &str = "air_tiled.mlir";
 pub const AIR_OUTPUT: &str = "asm_air_output.mlir";
-
-/// Our default schedule for elementwise kernels, used when no transform script is configured.
-pub const DEFAULT_TRANSFORM: &str = include_str!("default_transform.mlir");
 
 /// One `air-opt` run of the lowering.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,12 +103,11 @@ pub fn actual_sizes<'a>(
     needs_padding.then(|| [m.max(0) as u64, n.max(0) as u64, 1])
 }
 
-/// Whether the Linalg module is a single f32 matmul (upstream's `_detect_matmul` test, see
-/// [`npu_mlir::Module::single_matmul`]), for which upstream always enables aircc's
-/// `--bf16-emulation`. Text that cannot be read is no matmul.
+/// Whether the Linalg module is a single plain f32 matmul (upstream's `_detect_matmul` rule:
+/// exactly one `linalg.matmul`, no linalg ops other than `matmul` and `fill`), for which
+/// aircc gets `--bf16-emulation` (the AIE has no f32 MAC).
 pub fn is_f32_matmul(linalg: &str) -> bool {
-    npu_mlir::Module::parse(linalg)
-        .is_ok_and(|m| m.single_matmul().is_some_and(|mm| mm.input == "f32"))
+    npu_transform::schedule::is_f32_matmul(linalg)
 }
 
 #[cfg(test)]
@@ -180,45 +180,5 @@ mod tests {
         );
         assert_eq!(actual_sizes([("M", 512)]), None);
         assert_eq!(actual_sizes([("BLOCK_SIZE", 1024)]), None);
-    }
-
-    #[test]
-    fn matmul_detection() {
-        let f32_mm = "%0 = linalg.fill ins(%cst : f32) outs(%e : tensor<32x32xf32>) -> tensor<32x32xf32>\n\
-            %1 = linalg.matmul ins(%a, %b : tensor<32x64xf32>, tensor<64x32xf32>) outs(%0 : tensor<32x32xf32>) -> tensor<32x32xf32>\n";
-        assert!(is_f32_matmul(f32_mm));
-        assert!(!is_f32_matmul(
-            &f32_mm
-                .replace("xf32>, tensor<64x32xf32>", "xbf16>, tensor<64x32xbf16>")
-                .replace("tensor<32x64xf32>", "tensor<32x64xbf16>")
-        ));
-        let with_generic =
-            format!("{f32_mm}%2 = linalg.generic {{}} ins(%1 : tensor<32x32xf32>)\n");
-        assert!(!is_f32_matmul(&with_generic));
-        let two = format!("{f32_mm}{f32_mm}");
-        assert!(!is_f32_matmul(&two));
-        assert!(!is_f32_matmul(
-            "%1 = linalg.generic ins(%a : tensor<8xf32>)"
-        ));
-    }
-
-    #[test]
-    fn default_transform_is_a_transform_module() {
-        let t = DEFAULT_TRANSFORM;
-        assert!(t.contains("module attributes {transform.with_named_sequence}"));
-        assert!(t.contains("transform.named_sequence @__transform_main("));
-        assert!(t.contains("transform.yield"));
-        let code: String = t
-            .lines()
-            .map(|l| l.split("//").next().unwrap_or(""))
-            .collect::<Vec<_>>()
-            .join("\n");
-        for (open, close) in [('{', '}'), ('(', ')'), ('[', ']')] {
-            assert_eq!(
-                code.matches(open).count(),
-                code.matches(close).count(),
-                "unbalanced {open}{close}"
-            );
-        }
     }
 }

@@ -82,6 +82,21 @@ fn a_chain_compiles_once_into_one_program_over_the_combined_buffers() {
             .any(|w| w == ["--output-format", "elf"])
     );
 
+    // Each op's transform script (its default elementwise schedule, expanded) is kept.
+    for k in 0..2 {
+        let script =
+            std::fs::read_to_string(compiled.compiled.dir.join(format!("op{k}.transform.mlir")))
+                .unwrap();
+        assert!(script.contains("@__transform_main") && !script.contains("transform.include"));
+        assert!(
+            !compiled
+                .compiled
+                .dir
+                .join(format!("op{k}.auto_transform.mlir"))
+                .exists()
+        );
+    }
+
     // The stitched module: one function, two launches, carrying the program aircc compiled.
     let module = std::fs::read_to_string(compiled.module_path()).unwrap();
     assert!(module.contains("func.func @add_mul(%arg0: memref<*xf32>, %arg1: memref<*xf32>, %arg2: memref<*xf32>, %arg3: memref<*xf32>) {"), "{module}");

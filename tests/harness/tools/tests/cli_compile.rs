@@ -215,6 +215,13 @@ fn npu2_xrt_gives_a_full_elf() {
     assert_eq!(j["elf_kernel_name"], "main:sequence");
     assert!(Path::new(j["files"]["elf"].as_str().unwrap()).is_file());
     assert!(Path::new(j["files"]["air_mlir"].as_str().unwrap()).is_file());
+    // The script air-opt ran is kept in the output folder, expanded.
+    let transform = Path::new(j["files"]["transform_mlir"].as_str().unwrap());
+    assert_eq!(transform, Path::new(&c.out).join("transform.mlir"));
+    let script = std::fs::read_to_string(transform).unwrap();
+    assert!(script.contains("@__transform_main") && !script.contains("transform.include"));
+    assert_eq!(j["schedule"], "default elementwise schedule");
+    assert!(j["files"].get("auto_transform_mlir").is_none());
 }
 
 #[test]

@@ -454,29 +454,41 @@ fn the_default_schedule_is_used_without_a_script() {
         &project.path().display().to_string(),
     )]);
     let out = tempfile::tempdir().unwrap();
+    let linalg = linalg_of("add_n.ttir");
     let r = compile(
         &prefix,
         &config,
         &request(
             "add_kernel",
-            linalg_of("add_n.ttir"),
+            linalg.clone(),
             NpuVersion::Npu2,
             OutputFormat::Elf,
             out.path(),
         ),
     )
     .unwrap();
-    let kept = r.kept_dir.unwrap();
+    let kept = r.kept_dir.clone().unwrap();
     assert!(
         kept.file_name()
             .unwrap()
             .to_string_lossy()
             .starts_with("add_kernel-")
     );
+    // Our default elementwise schedule for this kernel and target, expanded, kept in the
+    // debug directory and with the artifacts.
+    let default = npu_toolchain::npu_transform::choose(None, &linalg, NpuVersion::Npu2).unwrap();
     assert_eq!(
-        std::fs::read_to_string(kept.join("transform.mlir")).unwrap(),
-        npu_toolchain::lower::DEFAULT_TRANSFORM
+        default.kind,
+        npu_toolchain::npu_transform::ScheduleKind::Default
     );
+    assert_eq!(r.schedule, "default elementwise schedule");
+    for dir in [kept.as_path(), out.path()] {
+        assert_eq!(
+            std::fs::read_to_string(dir.join("transform.mlir")).unwrap(),
+            default.script()
+        );
+        assert!(!dir.join("auto_transform.mlir").exists());
+    }
 }
 
 #[test]
@@ -503,6 +515,11 @@ fn a_missing_transform_script_is_named() {
     let text = err.to_string();
     assert!(
         text.contains("/nonexistent/tile.mlir") && text.contains("AIR_TRANSFORM_TILING_SCRIPT"),
+        "{text}"
+    );
+    let cwd = std::env::current_dir().unwrap();
+    assert!(
+        text.contains(&format!("working directory: {}", cwd.display())),
         "{text}"
     );
     assert!(prefix.runs("air-opt").is_empty(), "nothing ran");
