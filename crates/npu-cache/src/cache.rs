@@ -6,7 +6,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Once, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use npu_target::Config;
@@ -86,7 +86,10 @@ impl SharedSettings {
 }
 
 /// Writes the counts of the process-wide handles (which are never dropped) at exit.
-extern "C" fn flush_shared_at_exit() {
+/// Writes the hit counters every process-wide handle keeps in memory. Programs call it as they
+/// end (the `triton-npu` binary before it exits; the Python module from an `atexit` handler),
+/// since process-wide handles are never dropped.
+pub fn flush_shared() {
     if let Ok(caches) = SHARED.try_lock() {
         for (_, _, cache) in caches.iter() {
             cache.flush_counters();
@@ -97,7 +100,6 @@ extern "C" fn flush_shared_at_exit() {
 impl Cache {
     /// The process-wide handle of the cache the configuration names, opened on first use.
     pub fn shared(config: &Config) -> Result<Arc<Cache>, CacheError> {
-        static AT_EXIT: Once = Once::new();
         let location = location::resolve(&config.locations)?;
         let root = std::path::absolute(&location.root).unwrap_or(location.root);
         let settings = SharedSettings::of(config);
@@ -107,11 +109,6 @@ impl Cache {
         }
         let cache = Arc::new(Cache::open(config)?);
         caches.push((root, settings, Arc::clone(&cache)));
-        AT_EXIT.call_once(|| {
-            // SAFETY: registering a function without arguments that never unwinds (it only
-            // takes a lock with `try_lock` and writes files, ignoring failures).
-            unsafe { libc::atexit(flush_shared_at_exit) };
-        });
         Ok(cache)
     }
 

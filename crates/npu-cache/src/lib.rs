@@ -76,7 +76,7 @@ mod manifest;
 pub mod remote;
 mod stats;
 
-pub use cache::{Cache, DEFAULT_BUILD_WAIT};
+pub use cache::{Cache, DEFAULT_BUILD_WAIT, flush_shared};
 pub use entry::Entry;
 pub use error::CacheError;
 pub use failed::FailedCompile;

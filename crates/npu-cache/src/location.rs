@@ -48,8 +48,7 @@ pub fn resolve(locations: &Locations) -> Result<Location, CacheError> {
 
 /// The effective user id of this process.
 pub(crate) fn euid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
+    rustix::process::geteuid().as_raw()
 }
 
 /// Creates `path` (and missing parents) with mode 0700; an existing directory is left as is.

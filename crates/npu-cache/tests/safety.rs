@@ -14,8 +14,7 @@ use npu_target::{Config, Overrides};
 const NOBODY: u32 = 65534;
 
 fn is_root() -> bool {
-    // SAFETY: no preconditions.
-    unsafe { libc::geteuid() == 0 }
+    rustix::process::geteuid().is_root()
 }
 
 fn mode(path: &Path) -> u32 {

@@ -96,8 +96,9 @@ fn ctrl_c_and_sigterm_stop_a_compile_and_kill_its_tools() {
         .unwrap();
         wait_for(&r.join("pids"));
         let started = Instant::now();
-        // SAFETY: plain syscall to our own child.
-        unsafe { libc::kill(child.id() as i32, signal) };
+        let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+        let signal = rustix::process::Signal::from_named_raw(signal).unwrap();
+        rustix::process::kill_process(pid, signal).unwrap();
         let out = child.wait_with_output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(

@@ -13,8 +13,8 @@
 //! long as it lives, so even then the id cannot be reused. `PR_SET_PDEATHSIG` alone would not
 //! do: it reaches only the tool itself, not its children.
 //!
-//! The tool also gets `PR_SET_PDEATHSIG(SIGKILL)` (it dies with the thread that started it),
-//! which covers the moment before its watchdog could act and systems without `/bin/sh`.
+//! The watchdog is started before the tool and already watches when the tool joins its
+//! group, so there is no moment in which our death would leave the tool behind.
 //!
 //! Limits: a process of ours that was forked without exec (Python's `multiprocessing` "fork")
 //! inherits the write end and keeps watchdogs waiting until it ends too; a tool that moves its
@@ -24,39 +24,29 @@ use std::io;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 
+use rustix::process::{Pid, Signal, WaitId, WaitIdOptions};
+
 /// Whether the process has exited, without reaping it (so its pid stays reserved).
 pub fn exited_unreaped(pid: libc::pid_t) -> io::Result<bool> {
+    let pid = Pid::from_raw(pid).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
     loop {
-        // SAFETY: siginfo_t is plain data; waitid only writes into it.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        // SAFETY: `pid` is our own child; WNOWAIT leaves it waitable for `Child::wait`.
-        let rc = unsafe {
-            libc::waitid(
-                libc::P_PID,
-                pid as libc::id_t,
-                &mut info,
-                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-            )
-        };
-        if rc == 0 {
-            // SAFETY: waitid filled the structure (or left it zeroed when nothing changed).
-            return Ok(unsafe { info.si_pid() } != 0);
-        }
-        let err = io::Error::last_os_error();
-        if err.kind() != io::ErrorKind::Interrupted {
-            return Err(err);
+        // WNOWAIT leaves the child waitable for `Child::wait`.
+        match rustix::process::waitid(
+            WaitId::Pid(pid),
+            WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT,
+        ) {
+            Ok(status) => return Ok(status.is_some()),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
         }
     }
 }
 
 /// Kills every process of group `pgid` with SIGKILL (nothing for `pgid` ≤ 0).
-/// Async-signal-safe.
 pub fn kill_group(pgid: libc::pid_t) {
-    if pgid > 0 {
-        // SAFETY: plain syscall; a group that is already gone gives ESRCH, which is fine.
-        unsafe {
-            libc::kill(-pgid, libc::SIGKILL);
-        }
+    if let Some(pgid) = Pid::from_raw(pgid) {
+        // A group that is already gone gives ESRCH, which is fine.
+        let _ = rustix::process::kill_process_group(pgid, Signal::KILL);
     }
 }
 
@@ -112,31 +102,5 @@ impl Watchdog {
     pub(crate) fn finish(mut self) {
         kill_group(self.pgid());
         let _ = self.child.wait();
-    }
-}
-
-/// Makes `command` die with SIGKILL when the thread that spawns it ends (see the module docs).
-pub(crate) fn die_with_parent(command: &mut Command) {
-    // SAFETY: getpid is async-signal-safe and runs before the fork.
-    let parent = unsafe { libc::getpid() };
-    // SAFETY: only async-signal-safe calls (prctl, getppid) between fork and exec.
-    unsafe {
-        command.pre_exec(move || {
-            if libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGKILL as libc::c_ulong,
-                0,
-                0,
-                0,
-            ) != 0
-            {
-                return Err(io::Error::last_os_error());
-            }
-            // We died before the request took effect: do not start a tool nobody waits for.
-            if libc::getppid() != parent {
-                return Err(io::Error::from_raw_os_error(libc::ESRCH));
-            }
-            Ok(())
-        });
     }
 }

@@ -27,7 +27,7 @@
 use std::cell::RefCell;
 use std::fmt;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// A wait was given up because the user asked to stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,7 +88,7 @@ thread_local! {
 }
 
 /// The signal a [`SignalFlag`] caught (0: none).
-static PENDING: AtomicI32 = AtomicI32::new(0);
+static PENDING: AtomicUsize = AtomicUsize::new(0);
 
 /// Whether the wait in progress should stop: the signal a [`SignalFlag`] caught, else what the
 /// checks installed on this thread by [`with_check`] say (innermost first).
@@ -146,40 +146,34 @@ pub fn with_check<R>(
 pub fn pending_signal() -> Option<i32> {
     match PENDING.load(Ordering::SeqCst) {
         0 => None,
-        sig => Some(sig),
+        sig => i32::try_from(sig).ok(),
     }
 }
 
 /// Catches SIGINT and SIGTERM for a standalone program, until dropped: the first one sets the
-/// flag [`check`] reports, and the handler is reset to the default (`SA_RESETHAND`), so a
-/// second Ctrl-C ends the process at once even if some wait never checks. The previous
-/// handlers come back on drop; the caught signal stays readable through [`pending_signal`].
+/// flag [`check`] reports; a second one ends the process the default way at once, even if some
+/// wait never checks. The handlers go away on drop; the caught signal stays readable through
+/// [`pending_signal`].
 pub struct SignalFlag {
-    previous: Vec<(libc::c_int, libc::sigaction)>,
+    ids: Vec<signal_hook::SigId>,
 }
 
-extern "C" fn record_signal(sig: libc::c_int) {
-    // Async-signal-safe: one atomic store.
-    PENDING.store(sig, Ordering::SeqCst);
-}
+/// Set by the first caught signal: arms the default action for the next one.
+static ARMED: AtomicBool = AtomicBool::new(false);
 
 impl SignalFlag {
     pub fn install() -> SignalFlag {
-        let mut previous = Vec::new();
+        let mut ids = Vec::new();
         for sig in [libc::SIGINT, libc::SIGTERM] {
-            // SAFETY: sigaction is plain data; the handler only stores to an atomic.
-            unsafe {
-                let mut action: libc::sigaction = std::mem::zeroed();
-                action.sa_sigaction = record_signal as *const () as libc::sighandler_t;
-                action.sa_flags = libc::SA_RESETHAND | libc::SA_RESTART;
-                libc::sigemptyset(&mut action.sa_mask);
-                let mut old: libc::sigaction = std::mem::zeroed();
-                if libc::sigaction(sig, &action, &mut old) == 0 {
-                    previous.push((sig, old));
-                }
-            }
+            // The order matters: the default action runs only when an earlier signal armed it.
+            let actions = [
+                signal_hook::flag::register_conditional_default(sig, &ARMED),
+                signal_hook::flag::register_usize(sig, &PENDING, sig as usize),
+                signal_hook::flag::register(sig, &ARMED),
+            ];
+            ids.extend(actions.into_iter().filter_map(Result::ok));
         }
-        SignalFlag { previous }
+        SignalFlag { ids }
     }
 
     /// What the flag caught so far.
@@ -190,11 +184,8 @@ impl SignalFlag {
 
 impl Drop for SignalFlag {
     fn drop(&mut self) {
-        for (sig, old) in &self.previous {
-            // SAFETY: restores exactly what sigaction returned for this signal.
-            unsafe {
-                libc::sigaction(*sig, old, std::ptr::null_mut());
-            }
+        for id in self.ids.drain(..) {
+            signal_hook::low_level::unregister(id);
         }
     }
 }

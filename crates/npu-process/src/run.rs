@@ -438,7 +438,6 @@ impl ToolCommand {
         for (k, v) in &self.env {
             command.env(k, v);
         }
-        group::die_with_parent(&mut command);
         command.spawn().map_err(|e| {
             if let Some(dir) = self.cwd.as_deref().filter(|d| !d.is_dir()) {
                 return RunError::Io {

@@ -120,7 +120,7 @@ pub fn exhaustion(err: &io::Error) -> Option<Exhaustion> {
     let errno = err.raw_os_error()?;
     Some(match errno {
         libc::EMFILE => {
-            let (soft, hard) = limit(libc::RLIMIT_NOFILE);
+            let (soft, hard) = limit(rustix::process::Resource::Nofile);
             Exhaustion {
                 errno: "EMFILE",
                 what: format!(
@@ -142,7 +142,7 @@ pub fn exhaustion(err: &io::Error) -> Option<Exhaustion> {
             fix: "close programs that hold many files, or raise fs.file-max (sysctl)".to_owned(),
         },
         libc::EAGAIN => {
-            let (soft, hard) = limit(libc::RLIMIT_NPROC);
+            let (soft, hard) = limit(rustix::process::Resource::Nproc);
             Exhaustion {
                 errno: "EAGAIN",
                 what: format!(
@@ -173,23 +173,10 @@ pub fn exhaustion(err: &io::Error) -> Option<Exhaustion> {
 }
 
 /// A resource limit of this process as (soft, hard), `unlimited` spelled out.
-fn limit(resource: libc::__rlimit_resource_t) -> (String, String) {
-    let mut value = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes one rlimit structure we own.
-    if unsafe { libc::getrlimit(resource, &mut value) } != 0 {
-        return ("unknown".into(), "unknown".into());
-    }
-    let show = |v: libc::rlim_t| {
-        if v == libc::RLIM_INFINITY {
-            "unlimited".to_owned()
-        } else {
-            v.to_string()
-        }
-    };
-    (show(value.rlim_cur), show(value.rlim_max))
+fn limit(resource: rustix::process::Resource) -> (String, String) {
+    let value = rustix::process::getrlimit(resource);
+    let show = |v: Option<u64>| v.map_or_else(|| "unlimited".to_owned(), |v| v.to_string());
+    (show(value.current), show(value.maximum))
 }
 
 fn proc_value(path: &str) -> String {

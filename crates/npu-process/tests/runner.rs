@@ -284,13 +284,15 @@ fn running_out_of_file_descriptors_names_the_limit() {
     if let Some((role, _)) = role() {
         if role == "emfile" {
             // Leave no descriptor free: the output file cannot be opened.
-            let limit = libc::rlimit {
-                rlim_cur: 0,
-                rlim_max: 4096,
-            };
             let mut held = Vec::new();
-            // SAFETY: plain syscall on a structure we own.
-            unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) };
+            rustix::process::setrlimit(
+                rustix::process::Resource::Nofile,
+                rustix::process::Rlimit {
+                    current: Some(0),
+                    maximum: Some(4096),
+                },
+            )
+            .unwrap();
             while let Ok(f) = std::fs::File::open("/dev/null") {
                 held.push(f);
             }
@@ -388,8 +390,7 @@ fn a_signal_flag_turns_sigint_and_sigterm_into_an_interruption() {
         .unwrap();
         let pids = wait_for_pids(dir.path());
         let started = Instant::now();
-        // SAFETY: plain syscall to our own child.
-        unsafe { libc::kill(builder.id() as i32, signal) };
+        signal_child(builder.id(), signal);
         let out = builder.wait_with_output().unwrap();
         assert!(started.elapsed() < Duration::from_secs(10));
         let text = String::from_utf8_lossy(&out.stdout);
@@ -437,4 +438,11 @@ fn the_command_line_is_logged_at_debug_level() {
     let want = format!("cd {} && /bin/true 'it'\\''s' x", dir.path().display());
     assert!(text.contains("DEBUG") && text.contains(&want), "{text}");
     assert!(text.contains("exit status 0"), "{text}");
+}
+
+/// Sends `signal` to our child `pid`.
+fn signal_child(pid: u32, signal: i32) {
+    let pid = rustix::process::Pid::from_raw(pid as i32).unwrap();
+    let signal = rustix::process::Signal::from_named_raw(signal).unwrap();
+    rustix::process::kill_process(pid, signal).unwrap();
 }

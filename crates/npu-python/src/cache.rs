@@ -242,8 +242,20 @@ impl npu_cache::Remote for PythonRemote {
     }
 }
 
+/// Writes the hit counters the process's cache handles keep in memory (registered with
+/// Python's `atexit`: process-wide handles are never dropped).
+#[pyfunction]
+fn cache_flush(py: Python<'_>) {
+    py.detach(npu_cache::flush_shared);
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     npu_cache::remote::install(Arc::new(PythonRemote));
+    let flush = wrap_pyfunction!(cache_flush, m)?;
+    m.py()
+        .import("atexit")?
+        .call_method1("register", (&flush,))?;
+    m.add_function(flush)?;
     m.add_function(wrap_pyfunction!(cache_get_or_build, m)?)?;
     m.add_function(wrap_pyfunction!(cache_dir, m)?)?;
     m.add_function(wrap_pyfunction!(cache_key, m)?)?;

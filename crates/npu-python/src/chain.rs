@@ -321,9 +321,9 @@ fn region(obj: &Bound<'_, PyAny>, what: &str, writable: bool) -> PyResult<HostAr
             "{what} is read-only; the NPU writes it"
         )));
     }
-    // SAFETY: numpy's interface describes `shape[0]` bytes at `address` owned by `obj`, which
-    // the caller's argument list keeps alive for the whole call.
-    unsafe { HostArg::from_raw(address as *mut u8, shape[0]) }
+    // numpy's interface describes `shape[0]` bytes at `address` owned by `obj`, which the
+    // caller's argument list keeps alive for the whole call.
+    HostArg::from_foreign(address, shape[0], true)
         .ok_or_else(|| PyValueError::new_err(format!("{what} has a null data pointer")))
 }
 

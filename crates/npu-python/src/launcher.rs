@@ -408,11 +408,11 @@ impl Launcher {
                 what()
             )));
         }
-        // SAFETY: the object is alive for the whole call (the argument tuple holds it). That
+        // The object is alive for the whole call (the argument tuple holds it). That
         // data_ptr() addresses shape × itemsize bytes the kernel may read and write is the
         // tensor protocol's contract (torch, numpy-backed SharedBuffer); a strided view is
         // refused above whenever the object can say so (is_contiguous()).
-        unsafe { HostArg::from_raw(ptr as usize as *mut u8, len) }
+        HostArg::from_foreign(ptr as usize, len, true)
             .ok_or_else(|| PyValueError::new_err(format!("{} has a null data pointer", what())))
     }
 }

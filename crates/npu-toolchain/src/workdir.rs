@@ -152,8 +152,7 @@ pub(crate) fn remove_stale(temp: &Path) {
     let Ok(entries) = std::fs::read_dir(temp) else {
         return;
     };
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
+    let me = rustix::process::geteuid().as_raw();
     for entry in entries.flatten() {
         let name = entry.file_name();
         if !name.to_string_lossy().starts_with(WORK_PREFIX) {

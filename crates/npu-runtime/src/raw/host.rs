@@ -52,6 +52,23 @@ impl HostArg {
         })
     }
 
+    /// Memory a foreign object describes by its address and length: a Python tensor's
+    /// `data_ptr()` and `nbytes`, an array's `__array_interface__`. This is the driver's one
+    /// trust boundary for user memory, as in upstream's launcher: the object's own description
+    /// cannot be checked, so the caller must take it from the object itself and keep the object
+    /// alive (and unused by anything else) until every dispatch given this argument has
+    /// returned. `None` for a null address.
+    pub fn from_foreign(address: usize, len: usize, writable: bool) -> Option<HostArg> {
+        let ptr = address as *mut u8;
+        if writable {
+            // SAFETY: the caller's contract above.
+            unsafe { HostArg::from_raw(ptr, len) }
+        } else {
+            // SAFETY: the caller's contract above.
+            unsafe { HostArg::from_raw_read_only(ptr, len) }
+        }
+    }
+
     pub fn ptr(&self) -> *mut u8 {
         self.ptr.as_ptr()
     }
