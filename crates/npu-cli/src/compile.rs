@@ -1,18 +1,21 @@
 //! `triton-npu compile`: ahead-of-time compile of a ttsharedir (Linalg) MLIR kernel.
 //!
-//! Runs the same pipeline as a first launch (air-opt lowering, aircc) and writes the artifacts
-//! to `-o OUTDIR`: `aie.elf` (elf), `aie.xclbin` + `insts.bin` (xclbin) or `aie.pdi` +
-//! `insts.bin` (pdi), the AIR module `asm_air_output.mlir`, the transform script air-opt ran
+//! Runs the build pipeline of a first launch (`npu_driver::Pipeline`: the same target
+//! detection, format rules, toolchain and runtime preparation) and writes the artifacts to
+//! `-o OUTDIR`: `aie.elf` (elf), `aie.xclbin` + `insts.bin` (xclbin) or `aie.pdi` + `insts.bin`
+//! (pdi), the AIR module `asm_air_output.mlir`, the transform script air-opt ran
 //! `transform.mlir` (plus `auto_transform.mlir`, the generated matmul schedule before
-//! expansion, when that was chosen), and under the HSA runtime the packed `kernel.hsaco`. Command-line options beat the environment; the target, when neither
-//! `--target` nor `AMD_TRITON_NPU_TARGET` gives it, is detected from the device.
+//! expansion, when that was chosen), and what the runtime's preparation adds (HSA: the packed
+//! `kernel.hsaco`). Command-line options beat the environment; the target, when neither
+//! `--target` nor `AMD_TRITON_NPU_TARGET` gives it, is detected from the device as a launch
+//! detects it.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use npu_target::xrt_smi::XrtSmiProbe;
+use npu_driver::{Kernel, KernelBuild, Pipeline};
 use npu_target::{Config, NpuVersion, OutputFormat, RuntimeKind};
-use npu_toolchain::{Artifacts, CompileOutput, CompileRequest, Compiler, SearchPaths, Toolchain};
+use npu_toolchain::Artifacts;
 
 use crate::Host;
 
@@ -84,7 +87,8 @@ pub fn run(args: &CompileArgs) -> u8 {
     run_for_host(args, &Host::standalone())
 }
 
-/// Like [`run`], searching the Python host's site-packages and triton package for the tools.
+/// Like [`run`], with the facts of the Python installation that runs the command (where its
+/// tools, ROCr and XRT shim may be).
 pub fn run_for_host(args: &CompileArgs, host: &Host) -> u8 {
     let config = match Config::current() {
         Ok(c) => c,
@@ -93,19 +97,11 @@ pub fn run_for_host(args: &CompileArgs, host: &Host) -> u8 {
             return 1;
         }
     };
-    let search = host
-        .python
-        .as_ref()
-        .map(|p| SearchPaths {
-            site_packages: p.site_packages.clone(),
-            triton_dir: p.triton_dir.clone(),
-        })
-        .unwrap_or_default();
-    run_with_config(args, config, &search)
+    run_with_config(args, config, &host.driver_host())
 }
 
 /// Runs the command with a given configuration (the command-line options are applied on top).
-pub fn run_with_config(args: &CompileArgs, mut config: Config, search: &SearchPaths) -> u8 {
+pub fn run_with_config(args: &CompileArgs, mut config: Config, host: &npu_driver::Host) -> u8 {
     let started = Instant::now();
     if let Some(t) = args.target {
         config.target = Some(t);
@@ -119,7 +115,7 @@ pub fn run_with_config(args: &CompileArgs, mut config: Config, search: &SearchPa
     if let Some(s) = &args.transform_script {
         config.transform_tiling_script = Some(s.clone());
     }
-    match compile(args, &config, search) {
+    match compile(args, &config, host) {
         Ok(done) => {
             let seconds = started.elapsed().as_secs_f64();
             if args.json {
@@ -136,48 +132,22 @@ pub fn run_with_config(args: &CompileArgs, mut config: Config, search: &SearchPa
     }
 }
 
-/// A finished compile: the toolchain's output plus the packed hsaco.
-struct Done {
-    output: CompileOutput,
-    hsaco: Option<(PathBuf, String)>,
-}
-
-fn compile(args: &CompileArgs, config: &Config, search: &SearchPaths) -> Result<Done, String> {
-    let target = match config.target {
-        Some(t) => t,
-        None => {
-            let probe = XrtSmiProbe::from_config(config);
-            npu_target::target::detect(config, &[&probe])
-                .map_err(|e| e.to_string())?
-                .target
-        }
-    };
-    let format = OutputFormat::resolve(config.output_format, config.runtime, target)
-        .map_err(|e| e.to_string())?;
+fn compile(
+    args: &CompileArgs,
+    config: &Config,
+    host: &npu_driver::Host,
+) -> Result<KernelBuild, String> {
+    let pipeline = Pipeline::new(config, host).map_err(|e| e.to_string())?;
     let linalg = std::fs::read_to_string(&args.input)
         .map_err(|e| format!("cannot read {}: {e}", args.input.display()))?;
     let module = npu_mlir::Module::parse(&linalg)
         .map_err(|e| format!("cannot read {}: {e}", args.input.display()))?;
     check_kernel_name(&module, &args.kernel, &args.input)?;
-    let buffers = module
-        .function(&args.kernel)
-        .map_or(0, |f| f.buffers().count());
-    let toolchain = Toolchain::discover(config, search).map_err(|e| e.to_string())?;
-    let output = Compiler::new(&toolchain, config)
-        .compile(&CompileRequest {
-            kernel: args.kernel.clone(),
-            linalg: linalg.clone(),
-            grid: args.grid,
-            actual_sizes: None,
-            target,
-            format,
-            options: Default::default(),
-            out_dir: args.output.clone(),
-            debug_tag: None,
-        })
-        .map_err(|e| e.to_string())?;
-    let hsaco = prepare(&output, config.runtime, &args.kernel, buffers, &args.output)?;
-    Ok(Done { output, hsaco })
+    let kernel = Kernel::read(&args.kernel, linalg.clone(), args.grid, None)
+        .map_err(|e| format!("{}: {e}", args.input.display()))?;
+    pipeline
+        .build_kernel(&kernel, &args.output)
+        .map_err(|e| e.to_string())
 }
 
 /// The input must define the kernel; say which functions it does define otherwise.
@@ -205,35 +175,21 @@ fn check_kernel_name(
     ))
 }
 
-/// Runs the runtime's preparation over the outputs, as a launch would (HSA packs
-/// `kernel.hsaco`: the same bytes a launch caches); the hsaco and its kernel when it made one.
-fn prepare(
-    output: &CompileOutput,
-    runtime: RuntimeKind,
-    kernel: &str,
-    buffers: usize,
-    out_dir: &Path,
-) -> Result<Option<(PathBuf, String)>, String> {
-    let name = npu_driver::artifacts::prepare(
-        runtime,
-        out_dir,
-        &output.artifacts,
-        output.target,
-        kernel,
-        buffers,
-    )
-    .map_err(|e| e.to_string())?;
-    let packs_hsaco = npu_runtime::registry::backend(runtime)
-        .map_err(|e| e.to_string())?
-        .prepared_files()
-        .contains(&npu_driver::artifacts::HSACO);
-    Ok(packs_hsaco.then(|| (out_dir.join(npu_driver::artifacts::HSACO), name)))
+/// The hsaco the runtime's preparation packed, with its kernel, when it packed one.
+fn hsaco(done: &KernelBuild) -> Option<(&Path, &str)> {
+    done.prepared
+        .iter()
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n == npu_driver::artifacts::HSACO)
+        })
+        .map(|p| (p.as_path(), done.symbol.as_str()))
 }
 
 fn summary_json(
     args: &CompileArgs,
     config: &Config,
-    done: &Done,
+    done: &KernelBuild,
     seconds: f64,
 ) -> serde_json::Value {
     let o = &done.output;
@@ -257,7 +213,7 @@ fn summary_json(
             auto.display().to_string().into(),
         );
     }
-    if let Some((h, _)) = &done.hsaco {
+    if let Some((h, _)) = hsaco(done) {
         files.insert("hsaco".into(), h.display().to_string().into());
     }
     serde_json::json!({
@@ -269,14 +225,14 @@ fn summary_json(
         "bf16_emulation": o.bf16_emulation,
         "schedule": o.schedule,
         "elf_kernel_name": dispatch,
-        "hsaco_kernel_name": done.hsaco.as_ref().map(|(_, n)| n),
+        "hsaco_kernel_name": hsaco(done).map(|(_, n)| n),
         "files": files,
         "steps": o.steps,
         "seconds": seconds,
     })
 }
 
-fn summary_text(args: &CompileArgs, config: &Config, done: &Done, seconds: f64) -> String {
+fn summary_text(args: &CompileArgs, config: &Config, done: &KernelBuild, seconds: f64) -> String {
     let o = &done.output;
     let mut s = format!(
         "compiled {} for {} ({}, runtime {}) in {seconds:.2} s\n",
@@ -297,7 +253,7 @@ fn summary_text(args: &CompileArgs, config: &Config, done: &Done, seconds: f64) 
     if let Some(auto) = &o.auto_transform_mlir {
         s.push_str(&format!("  {}\n", auto.display()));
     }
-    if let Some((h, name)) = &done.hsaco {
+    if let Some((h, name)) = hsaco(done) {
         s.push_str(&format!("  {} (kernel {name})\n", h.display()));
     }
     let steps: Vec<String> = o

@@ -31,7 +31,7 @@ use npu_toolchain::{AirccOptions, BuildRequest, Compiler, LowerRequest, Lowered,
 
 use crate::artifacts::{self, Compiled};
 use crate::error::DriverError;
-use crate::kernel;
+use crate::pipeline::{Pipeline, detect_target, transform_script_input, write};
 use crate::runtimes::Host;
 
 pub use runner::{ChainRunner, RunRequest};
@@ -242,13 +242,8 @@ impl ChainBuilder {
     }
 
     /// What the chain's artifacts depend on, known before any tool runs.
-    pub fn cache_inputs(
-        &self,
-        config: &Config,
-        host: &Host,
-        target: NpuVersion,
-        format: OutputFormat,
-    ) -> Result<Inputs, DriverError> {
+    pub fn cache_inputs(&self, pipeline: &Pipeline<'_>) -> Result<Inputs, DriverError> {
+        let config = pipeline.config;
         let mut inputs = Inputs::new()
             .text(KERNEL_NAME_INPUT, &self.name)
             .text("chain.ops", self.ops.len().to_string());
@@ -279,10 +274,10 @@ impl ChainBuilder {
                 )
                 .bytes(
                     format!("chain.op{k}.transform_script"),
-                    kernel::transform_script(script)?,
+                    transform_script_input(script)?,
                 );
         }
-        Ok(kernel::build_inputs(inputs, config, host, target, format))
+        Ok(pipeline.cache_inputs(inputs))
     }
 
     /// Lowers every op to AIR for `target`, each with its own grid and transform script
@@ -346,18 +341,18 @@ impl ChainBuilder {
     /// `air-opt` once per op.
     pub fn build_module_text(&self, config: &Config, host: &Host) -> Result<String, DriverError> {
         self.combined_arg_types()?;
-        let target = kernel::detect_target(config, host)?;
-        let toolchain = Toolchain::discover(config, &kernel::search_paths(host))?;
-        self.stitch(&self.lower(config, &toolchain, target)?)
+        let pipeline = Pipeline::new(config, host)?;
+        self.stitch(&self.lower(config, &pipeline.toolchain()?, pipeline.target)?)
     }
 
-    /// The format a chain compiles to: a full ELF, on npu2 only.
-    fn check_target(
+    /// The pipeline a chain compiles through: a full ELF, on npu2 only.
+    fn pipeline<'a>(
         &self,
-        config: &Config,
-        target: NpuVersion,
+        config: &'a Config,
+        host: &'a Host,
         requested: Option<OutputFormat>,
-    ) -> Result<OutputFormat, DriverError> {
+    ) -> Result<Pipeline<'a>, DriverError> {
+        let target = detect_target(config, host)?;
         if target == NpuVersion::Npu1 {
             return Err(DriverError::ChainTarget {
                 chain: self.name.clone(),
@@ -372,7 +367,12 @@ impl ChainBuilder {
                  (argument or AMD_TRITON_NPU_OUTPUT_FORMAT)"
             )));
         }
-        Ok(format)
+        Ok(Pipeline {
+            config,
+            host,
+            target,
+            format,
+        })
     }
 
     /// Gets the chain's artifacts from the cache, building them at most once across
@@ -389,17 +389,14 @@ impl ChainBuilder {
             .iter()
             .map(|t| npu_mlir::Type(t).element_bytes())
             .collect();
-        let target = kernel::detect_target(config, host)?;
-        let format = self.check_target(config, target, format)?;
-        let inputs = self.cache_inputs(config, host, target, format)?;
-        let entry = kernel::cached_build(config, &inputs, |dir| {
-            self.build(config, host, target, format, num_args, dir)
-        })?;
-        let compiled = Compiled::from_entry(&entry, format, config.runtime, &self.name)?;
+        let pipeline = self.pipeline(config, host, format)?;
+        let inputs = self.cache_inputs(&pipeline)?;
+        let entry = pipeline.cached(&inputs, |dir| self.build(&pipeline, num_args, dir))?;
+        let compiled = Compiled::from_entry(&entry, pipeline.format, config.runtime, &self.name)?;
         Ok(CompiledChain {
             entry,
             compiled,
-            target,
+            target: pipeline.target,
             num_args,
             element_sizes,
         })
@@ -407,15 +404,13 @@ impl ChainBuilder {
 
     fn build(
         &self,
-        config: &Config,
-        host: &Host,
-        target: NpuVersion,
-        format: OutputFormat,
+        pipeline: &Pipeline<'_>,
         num_args: usize,
         dir: &Path,
     ) -> Result<(), DriverError> {
-        let toolchain = Toolchain::discover(config, &kernel::search_paths(host))?;
-        let lowered = self.lower(config, &toolchain, target)?;
+        let config = pipeline.config;
+        let toolchain = pipeline.toolchain()?;
+        let lowered = self.lower(config, &toolchain, pipeline.target)?;
         let text = self.stitch(&lowered)?;
         // Each op's transform script goes with the artifacts, as a kernel's does.
         for (k, op) in lowered.iter().enumerate() {
@@ -428,7 +423,7 @@ impl ChainBuilder {
             ];
             for (name, text) in keep {
                 if let Some(text) = text {
-                    kernel::write(&dir.join(format!("op{k}.{name}")), text.as_bytes())?;
+                    write(&dir.join(format!("op{k}.{name}")), text.as_bytes())?;
                 }
             }
         }
@@ -440,15 +435,15 @@ impl ChainBuilder {
         let built = Compiler::new(&toolchain, config).build(&BuildRequest {
             kernel: self.name.clone(),
             air: text.clone(),
-            target,
-            format,
+            target: pipeline.target,
+            format: pipeline.format,
             bf16_emulation,
             options: AirccOptions::default(),
             out_dir: dir.to_owned(),
             debug_tag: None,
         })?;
-        kernel::store_runtime_files(config, dir, &built.artifacts, target, &self.name, num_args)?;
-        kernel::write(&dir.join(MULTILAUNCH), text.as_bytes())
+        pipeline.prepare_for_runtime(dir, &built.artifacts, &self.name, num_args)?;
+        write(&dir.join(MULTILAUNCH), text.as_bytes())
     }
 }
 

@@ -1,11 +1,13 @@
 //! The driver: turns a kernel's ttsharedir text and launch grid into a loaded program
 //! (through the cache, the toolchain and the runtime's preparation) and dispatches it.
 //!
-//! * [`kernel::prepare`]: first launch of a (kernel, grid) — target and format (the format
-//!   rules read the runtime's declaration), cache `get_or_build` keyed on the inputs *before*
-//!   lowering (a warm cache runs no tool), build = lower + aircc + the runtime's preparation
-//!   (HSA packs `kernel.hsaco`), then load into the process's runtime. Dispatches go through
-//!   the runtime's shared argument checks.
+//! * [`pipeline`]: the one build pipeline that a first launch, `triton-npu compile` and chains
+//!   share — target detection through the runtimes' probes, the format rules of the runtime's
+//!   declaration, the toolchain, the runtime's preparation (HSA packs `kernel.hsaco`), the
+//!   cache inputs; a kernel's Linalg is read once, into a [`Kernel`].
+//! * [`kernel::prepare`]: first launch of a (kernel, grid) — cache `get_or_build` keyed on the
+//!   inputs *before* lowering (a warm cache runs no tool), built by the pipeline, then loaded
+//!   into the process's runtime. Dispatches go through the runtime's shared argument checks.
 //! * What it reads from the Linalg text (buffer parameters, which are written) comes from
 //!   `npu-mlir`, the one MLIR reader ([`npu_mlir::Module::kernel_io`]).
 //! * [`artifacts`]: the files of an entry, and handing a build to its runtime's backend.
@@ -19,8 +21,10 @@ pub mod chain;
 pub mod error;
 pub mod kernel;
 pub mod memo;
+pub mod pipeline;
 pub mod runtimes;
 
 pub use error::{DriverError, ErrorKind};
 pub use kernel::{KernelRequest, Prepared, prepare};
+pub use pipeline::{Kernel, KernelBuild, Pipeline};
 pub use runtimes::Host;

@@ -35,7 +35,7 @@ fn detect_npu_version(
     let config = config_for(runtime)?;
     let host = host_from(host)?;
     let target = crate::interrupt::detach_interruptible(py, || {
-        npu_driver::kernel::detect_target(&config, &host)
+        npu_driver::pipeline::detect_target(&config, &host)
     })?
     .map_err(driver_error)?;
     Ok(target.as_str())

@@ -112,11 +112,13 @@ fn combined_indices_must_be_dense_and_names_identifiers() {
 fn cache_inputs_cover_every_op_property() {
     let config = Config::load(&|_| None, &Default::default()).unwrap();
     let host = Host::default();
-    let key = |b: &ChainBuilder| {
-        b.cache_inputs(&config, &host, NpuVersion::Npu2, OutputFormat::Elf)
-            .unwrap()
-            .key()
+    let pipeline = Pipeline {
+        config: &config,
+        host: &host,
+        target: NpuVersion::Npu2,
+        format: OutputFormat::Elf,
     };
+    let key = |b: &ChainBuilder| b.cache_inputs(&pipeline).unwrap().key();
     let build = |grid: [u32; 3], map: &[(usize, usize)], sizes: Option<[u64; 3]>| {
         let mut b = ChainBuilder::new("c").unwrap();
         b.add_op(&kernel("k", "f32", 2), grid, map, None, sizes)
@@ -161,8 +163,6 @@ fn cache_inputs_cover_every_op_property() {
     std::fs::write(&script, "transform.named_sequence // changed").unwrap();
     assert_ne!(with_script, key(&scripted));
     std::fs::remove_file(&script).unwrap();
-    let err = scripted
-        .cache_inputs(&config, &host, NpuVersion::Npu2, OutputFormat::Elf)
-        .unwrap_err();
+    let err = scripted.cache_inputs(&pipeline).unwrap_err();
     assert!(matches!(err, DriverError::TransformScript { .. }), "{err}");
 }
