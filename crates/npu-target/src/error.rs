@@ -12,6 +12,13 @@ pub enum ConfigError {
         value: String,
         expected: String,
     },
+    /// A runtime name that no runtime declares.
+    #[error("unknown NPU runtime {value:?} (from {given_by}): expected one of: {known}")]
+    UnknownRuntime {
+        value: String,
+        given_by: String,
+        known: String,
+    },
     #[error("unknown configuration key {name:?}; valid keys: {valid}")]
     UnknownSetting { name: String, valid: String },
 }

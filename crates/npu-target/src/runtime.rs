@@ -94,10 +94,10 @@ impl RuntimeKind {
     /// Parses a runtime name given through `what` (an argument, a setting), with the error
     /// every caller reports for an unknown name.
     pub fn parse_named(value: &str, what: &str) -> Result<RuntimeKind, crate::ConfigError> {
-        RuntimeKind::parse(value).ok_or_else(|| crate::ConfigError::InvalidValue {
-            variable: what.to_owned(),
+        RuntimeKind::parse(value).ok_or_else(|| crate::ConfigError::UnknownRuntime {
             value: value.to_owned(),
-            expected: format!("one of: {}", RuntimeKind::names()),
+            given_by: what.to_owned(),
+            known: RuntimeKind::names(),
         })
     }
 
