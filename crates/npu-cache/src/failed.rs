@@ -30,7 +30,7 @@ impl Cache {
         create_private_dir(&root).map_err(io_err("create", &root))?;
         check_private_dir(&root)?;
         let dir = tempfile::Builder::new()
-            .prefix(&format!("{}-", file_safe(kernel)))
+            .prefix(&format!("{}-", crate::file_safe(kernel)))
             .rand_bytes(6)
             .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
             .tempdir_in(&root)
@@ -97,27 +97,6 @@ impl Cache {
     }
 }
 
-/// A name usable as one path component.
-fn file_safe(name: &str) -> String {
-    let s: String = name
-        .chars()
-        .take(64)
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "_.".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let s = s.trim_start_matches('.');
-    if s.is_empty() {
-        "kernel".to_owned()
-    } else {
-        s.to_owned()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,7 +116,7 @@ mod tests {
         let listed = cache.failed_compiles().unwrap();
         assert_eq!(listed.len(), 2);
         let first = listed.iter().find(|f| f.path == a).unwrap();
-        assert_eq!(first.kernel, "add_kernel_.._x");
+        assert_eq!(first.kernel, "add-kernel_.._x");
         assert_eq!(first.files, ["aircc.log"]);
         assert!(
             cache

@@ -87,3 +87,25 @@ pub use maintenance::{CacheStats, EntryInfo, Removal, Verification};
 pub use manifest::{DATA_DIR, FileRecord, InputSummary, MANIFEST_FILE, MANIFEST_SCHEMA, Manifest};
 pub use remote::{Remote, RemoteLink, RemoteSettings};
 pub use stats::Counters;
+
+/// A kernel or tag name made usable as one path component (work folders, failure records):
+/// at most 64 characters of `[A-Za-z0-9_.-]`, others replaced by `_`, no leading dot.
+pub fn file_safe(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .take(64)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "_-.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let s = s.trim_start_matches('.');
+    if s.is_empty() {
+        "kernel".to_owned()
+    } else {
+        s.to_owned()
+    }
+}

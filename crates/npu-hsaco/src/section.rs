@@ -424,6 +424,24 @@ impl<'a> AieTable<'a> {
         offset >= self.header.blob_pool_offset && u64::from(offset) + u64::from(size) <= self.size()
     }
 
+    /// Both readers require an entry's instructions, and its PDI when it has one, to lie in
+    /// the blob pool.
+    fn payloads_in_pool(&self, e: &RawEntry) -> Result<(), Rule> {
+        if !self.in_pool(e.insts_offset, e.insts_size) {
+            return Err(Rule::InstsOutsidePool {
+                offset: e.insts_offset,
+                size: e.insts_size,
+            });
+        }
+        if e.pdi_size != 0 && !self.in_pool(e.pdi_offset, e.pdi_size) {
+            return Err(Rule::PdiOutsidePool {
+                offset: e.pdi_offset,
+                size: e.pdi_size,
+            });
+        }
+        Ok(())
+    }
+
     /// The NUL-terminated name at `name_offset`, if it ends inside the string table.
     fn name_at(&self, name_offset: u32) -> Option<&'a [u8]> {
         let h = &self.header;
@@ -514,18 +532,7 @@ impl<'a> AieTable<'a> {
                 if e.kind == KernelKind::PdiInsts.code() && !e.insts_size.is_multiple_of(4) {
                     return Err(Rule::InstsNotWordMultiple(u64::from(e.insts_size)));
                 }
-                if !self.in_pool(e.insts_offset, e.insts_size) {
-                    return Err(Rule::InstsOutsidePool {
-                        offset: e.insts_offset,
-                        size: e.insts_size,
-                    });
-                }
-                if e.pdi_size != 0 && !self.in_pool(e.pdi_offset, e.pdi_size) {
-                    return Err(Rule::PdiOutsidePool {
-                        offset: e.pdi_offset,
-                        size: e.pdi_size,
-                    });
-                }
+                self.payloads_in_pool(e)?;
                 if e.pdi_size == 0 && e.pdi_offset != 0 {
                     return Err(Rule::PdiOffsetWithoutPdi(e.pdi_offset));
                 }
@@ -544,18 +551,7 @@ impl<'a> AieTable<'a> {
                 if e.insts_size == 0 {
                     return Err(Rule::EmptyInsts);
                 }
-                if !self.in_pool(e.insts_offset, e.insts_size) {
-                    return Err(Rule::InstsOutsidePool {
-                        offset: e.insts_offset,
-                        size: e.insts_size,
-                    });
-                }
-                if e.pdi_size != 0 && !self.in_pool(e.pdi_offset, e.pdi_size) {
-                    return Err(Rule::PdiOutsidePool {
-                        offset: e.pdi_offset,
-                        size: e.pdi_size,
-                    });
-                }
+                self.payloads_in_pool(e)?;
                 let name = name_rules()?;
                 std::str::from_utf8(name).map_err(|_| Rule::NameNotUtf8)?;
                 Ok(name)

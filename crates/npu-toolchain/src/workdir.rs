@@ -21,6 +21,7 @@
 //! (private to the user; `triton-npu cache failed` lists these folders and
 //! `triton-npu cache clear --failed --yes` removes them).
 
+use npu_cache::file_safe;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -211,26 +212,6 @@ fn failed_dir(config: &Config, kernel: &str) -> Option<PathBuf> {
 /// Owner-only access: IR and logs describe the user's kernels.
 fn private() -> std::fs::Permissions {
     std::fs::Permissions::from_mode(0o700)
-}
-
-/// A name usable as one path component.
-pub(crate) fn file_safe(name: &str) -> String {
-    let s: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "_-.".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let s = s.trim_start_matches('.');
-    if s.is_empty() {
-        "kernel".to_owned()
-    } else {
-        s.to_owned()
-    }
 }
 
 /// `20260314T101500Z-<pid>-<n>`: sortable, and unique among this process's compiles.
