@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use npu_driver::{Kernel, KernelBuild, Pipeline};
+use npu_driver::{DriverError, Kernel, KernelBuild, Pipeline};
 use npu_target::{Config, NpuVersion, OutputFormat, RuntimeKind};
 use npu_toolchain::Artifacts;
 
@@ -140,39 +140,19 @@ fn compile(
     let pipeline = Pipeline::new(config, host).map_err(|e| e.to_string())?;
     let linalg = std::fs::read_to_string(&args.input)
         .map_err(|e| format!("cannot read {}: {e}", args.input.display()))?;
-    let module = npu_mlir::Module::parse(&linalg)
-        .map_err(|e| format!("cannot read {}: {e}", args.input.display()))?;
-    check_kernel_name(&module, &args.kernel, &args.input)?;
-    let kernel = Kernel::read(&args.kernel, linalg.clone(), args.grid, None)
-        .map_err(|e| format!("{}: {e}", args.input.display()))?;
+    let kernel =
+        Kernel::read_named(&args.kernel, linalg, args.grid, None).map_err(|e| match e {
+            DriverError::UnknownKernel { .. } => {
+                format!(
+                    "{}: {e}. Pass --kernel with one of them",
+                    args.input.display()
+                )
+            }
+            e => format!("cannot read {}: {e}", args.input.display()),
+        })?;
     pipeline
         .build_kernel(&kernel, &args.output)
         .map_err(|e| e.to_string())
-}
-
-/// The input must define the kernel; say which functions it does define otherwise.
-fn check_kernel_name(
-    module: &npu_mlir::Module<'_>,
-    kernel: &str,
-    input: &Path,
-) -> Result<(), String> {
-    if module.function(kernel).is_some_and(|f| f.body().is_some()) {
-        return Ok(());
-    }
-    let found: Vec<&str> = module
-        .functions()
-        .filter(|f| f.body().is_some())
-        .map(|f| f.name())
-        .collect();
-    Err(format!(
-        "{} defines no function @{kernel}; it defines: {}. Pass --kernel with one of them",
-        input.display(),
-        if found.is_empty() {
-            "none".to_owned()
-        } else {
-            found.join(", ")
-        }
-    ))
 }
 
 /// The hsaco the runtime's preparation packed, with its kernel, when it packed one.
@@ -277,19 +257,5 @@ mod tests {
         assert!(parse_grid("0,1,1").unwrap_err().contains("≥ 1"));
         assert!(parse_grid("1,2,3,4").is_err());
         assert!(parse_grid("x").is_err());
-    }
-
-    #[test]
-    fn kernel_names() {
-        let text = "module {\n  func.func @add(%arg0: memref<*xf32> {tt.divisibility = 16 : i32}, %arg1: memref<*xbf16>, %arg2: i32) {\n    return\n  }\n  func.func @other() {\n  }\n  func.func private @decl(i32)\n}";
-        let m = &npu_mlir::Module::parse(text).unwrap();
-        assert!(check_kernel_name(m, "add", Path::new("k.mlir")).is_ok());
-        // A declaration is no kernel.
-        assert!(check_kernel_name(m, "decl", Path::new("k.mlir")).is_err());
-        let e = check_kernel_name(m, "ad", Path::new("k.mlir")).unwrap_err();
-        assert!(
-            e.contains("no function @ad") && e.contains("add, other"),
-            "{e}"
-        );
     }
 }

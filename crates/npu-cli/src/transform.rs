@@ -135,7 +135,8 @@ fn expand(args: &ExpandArgs) -> Result<String, String> {
     };
     let linalg = std::fs::read_to_string(kernel)
         .map_err(|e| format!("cannot read {}: {e}", kernel.display()))?;
-    let chosen = schedule::choose(config.transform_tiling_script.as_deref(), &linalg, target)
+    let summary = npu_transform::kernel::summarize(&linalg);
+    let chosen = schedule::choose(config.transform_tiling_script.as_deref(), &summary, target)
         .map_err(|e| e.to_string())?;
     eprintln!(
         "triton-npu transform expand: {} for {} on {target}",

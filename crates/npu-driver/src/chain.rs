@@ -24,10 +24,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use npu_cache::{Entry, Inputs, KERNEL_NAME_INPUT};
-use npu_mlir::{Module, Type};
+use npu_mlir::Type;
 use npu_runtime::MAX_KERNEL_ARGS;
 use npu_target::{Config, NpuVersion, OutputFormat};
-use npu_toolchain::{AirccOptions, BuildRequest, Compiler, LowerRequest, Lowered, Toolchain};
+use npu_toolchain::{
+    AirccOptions, BuildRequest, Compiler, Linalg, LowerRequest, Lowered, Toolchain,
+};
 
 use crate::artifacts::{self, Compiled};
 use crate::error::DriverError;
@@ -44,7 +46,8 @@ pub const MULTILAUNCH: &str = "multilaunch.mlir";
 pub struct ChainOp {
     /// The kernel function's name in its ttsharedir.
     pub kernel: String,
-    pub ttsharedir: String,
+    /// Its ttsharedir text, read once.
+    pub linalg: Linalg,
     pub grid: [u32; 3],
     /// Buffer parameter i → combined index `arg_map[i]`.
     pub arg_map: Vec<usize>,
@@ -141,9 +144,14 @@ impl ChainBuilder {
         actual_sizes: Option<[u64; 3]>,
     ) -> Result<(), DriverError> {
         let k = self.ops.len();
-        let module = Module::parse(ttsharedir)
-            .map_err(|e| self.input_error(format!("op {k}: its ttsharedir is unreadable: {e}")))?;
-        let func = module.kernel().ok_or_else(|| {
+        let (linalg, kernel) = Linalg::read_with(ttsharedir.to_owned(), |module| {
+            module.kernel().map(|func| {
+                let types: Vec<String> = func.buffers().map(|p| p.ty.to_string()).collect();
+                (func.name().to_owned(), types)
+            })
+        })
+        .map_err(|e| self.input_error(format!("op {k}: its ttsharedir is unreadable: {e}")))?;
+        let (name, buffer_types) = kernel.ok_or_else(|| {
             self.input_error(format!(
                 "op {k}: its ttsharedir has no function with a body; pass what the \
                      ttsharedir stage produced (compiled.asm[\"ttsharedir\"])"
@@ -152,17 +160,16 @@ impl ChainBuilder {
         if grid.contains(&0) {
             return Err(self.input_error(format!(
                 "op {k} ({}): grid {grid:?} has an empty dimension; every size must be ≥ 1",
-                func.name()
+                name
             )));
         }
-        let buffer_types: Vec<String> = func.buffers().map(|p| p.ty.to_string()).collect();
         let mut map: Vec<Option<usize>> = vec![None; buffer_types.len()];
         for &(param, combined) in arg_map {
             let Some(slot) = map.get_mut(param) else {
                 return Err(self.input_error(format!(
                     "op {k} ({}): arg_map names buffer parameter {param}, but the kernel has \
                      {} buffer parameters (pointer arguments, counted from 0)",
-                    func.name(),
+                    name,
                     buffer_types.len()
                 )));
             };
@@ -170,7 +177,7 @@ impl ChainBuilder {
                 return Err(self.input_error(format!(
                     "op {k} ({}): combined index {combined} is out of range; a chain takes at \
                      most {MAX_KERNEL_ARGS} buffers (indices 0..{})",
-                    func.name(),
+                    name,
                     MAX_KERNEL_ARGS - 1
                 )));
             }
@@ -186,7 +193,7 @@ impl ChainBuilder {
             return Err(self.input_error(format!(
                 "op {k} ({}): arg_map does not map buffer parameter(s) {}; map every pointer \
                  argument of the kernel to a combined index",
-                func.name(),
+                name,
                 missing.join(", ")
             )));
         }
@@ -200,8 +207,7 @@ impl ChainBuilder {
                     "conflicting element types for combined index {combined}: op {op} \
                      ({}) buffer {seen_param} is {seen}, op {k} ({}) buffer {param} is {ty}; a \
                      shared combined index is one buffer, so its element type must agree",
-                    self.ops[*op].kernel,
-                    func.name()
+                    self.ops[*op].kernel, name
                 )));
             }
         }
@@ -211,8 +217,8 @@ impl ChainBuilder {
                 .or_insert((buffer_types[param].clone(), k, param));
         }
         self.ops.push(ChainOp {
-            kernel: func.name().to_owned(),
-            ttsharedir: ttsharedir.to_owned(),
+            kernel: name,
+            linalg,
             grid,
             arg_map: map,
             buffer_types,
@@ -253,7 +259,7 @@ impl ChainBuilder {
                 .as_deref()
                 .or(config.transform_tiling_script.as_deref());
             inputs = inputs
-                .text(format!("chain.op{k}.ttsharedir"), &op.ttsharedir)
+                .text(format!("chain.op{k}.ttsharedir"), op.linalg.text())
                 .text(
                     format!("chain.op{k}.grid"),
                     format!("{},{},{}", op.grid[0], op.grid[1], op.grid[2]),
@@ -299,7 +305,7 @@ impl ChainBuilder {
                 }
                 let lowered = Compiler::new(toolchain, &op_config).lower(&LowerRequest {
                     kernel: format!("{}-op{k}-{}", self.name, op.kernel),
-                    linalg: op.ttsharedir.clone(),
+                    linalg: op.linalg.clone(),
                     grid: op.grid,
                     actual_sizes: op.actual_sizes,
                     target,
@@ -431,7 +437,7 @@ impl ChainBuilder {
             || self
                 .ops
                 .iter()
-                .any(|op| npu_toolchain::lower::is_f32_matmul(&op.ttsharedir));
+                .any(|op| npu_toolchain::lower::is_f32_matmul(&op.linalg));
         let built = Compiler::new(&toolchain, config).build(&BuildRequest {
             kernel: self.name.clone(),
             air: text.clone(),

@@ -34,6 +34,8 @@ pub enum DriverError {
     Runtime(#[from] npu_runtime::RuntimeError),
     #[error("the kernel's Linalg text has no func.func; cannot find the kernel")]
     NoKernel,
+    #[error("the Linalg text defines no function @{name}; it defines: {}", list_or_none(.defined))]
+    UnknownKernel { name: String, defined: Vec<String> },
     #[error("the kernel's Linalg text cannot be read: {0}")]
     Ir(#[from] npu_mlir::ParseError),
     #[error("compile-only mode (AMD_TRITON_NPU_COMPILE_ONLY=1): kernels are built, never run")]
@@ -155,7 +157,9 @@ impl DriverError {
                 R::InvalidArguments => ErrorKind::InvalidInput,
                 R::LoadRefused | R::LaunchFailed | R::CallFailed => ErrorKind::LaunchFailed,
             },
-            DriverError::NoKernel | DriverError::Ir(_) => ErrorKind::CompileFailed,
+            DriverError::NoKernel | DriverError::UnknownKernel { .. } | DriverError::Ir(_) => {
+                ErrorKind::CompileFailed
+            }
             DriverError::ChainInput { .. } => ErrorKind::InvalidInput,
             DriverError::CompileOnly => ErrorKind::Config,
             DriverError::ChainStitch { .. } => ErrorKind::CompileFailed,
@@ -171,5 +175,13 @@ pub fn cache_kind<B>(e: &npu_cache::CacheError<B>) -> ErrorKind {
         npu_cache::CacheError::Unsafe { .. } => ErrorKind::CachePermission,
         npu_cache::CacheError::WaitTimeout { .. } => ErrorKind::Timeout,
         _ => ErrorKind::Cache,
+    }
+}
+
+fn list_or_none(names: &[String]) -> String {
+    if names.is_empty() {
+        "none".to_owned()
+    } else {
+        names.join(", ")
     }
 }

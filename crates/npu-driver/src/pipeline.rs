@@ -18,11 +18,12 @@
 use std::path::{Path, PathBuf};
 
 use npu_cache::{Cache, Entry, Inputs, TOOL_INPUT_PREFIX};
-use npu_mlir::{KernelIo, Module};
+use npu_mlir::KernelIo;
 use npu_target::target::{self, TargetProbe};
 use npu_target::{Config, NpuVersion, OutputFormat};
 use npu_toolchain::{
-    AirccOptions, Artifacts, CompileOutput, CompileRequest, Compiler, SearchPaths, Toolchain,
+    AirccOptions, Artifacts, CompileOutput, CompileRequest, Compiler, Linalg, SearchPaths,
+    Toolchain,
 };
 
 use crate::artifacts;
@@ -35,7 +36,8 @@ use crate::runtimes::{self, Host};
 pub struct Kernel {
     /// The kernel function's name.
     pub name: String,
-    pub ttsharedir: String,
+    /// The text and the facts the schedule is chosen by (npu-transform's summary).
+    pub linalg: Linalg,
     /// Its buffer parameters: which it writes, their element sizes.
     pub io: KernelIo,
     pub grid: [u32; 3],
@@ -52,17 +54,46 @@ impl Kernel {
         grid: [u32; 3],
         actual_sizes: Option<[u64; 3]>,
     ) -> Result<Kernel, DriverError> {
-        let module = Module::parse(&ttsharedir)?;
-        let func = module
-            .function(name)
-            .filter(|f| f.body().is_some())
-            .or_else(|| module.kernel())
-            .ok_or(DriverError::NoKernel)?;
-        let io = func.kernel_io();
+        Kernel::read_as(name, false, ttsharedir, grid, actual_sizes)
+    }
+
+    /// Like [`Kernel::read`], but the text must define `name` with a body (what a user names
+    /// on a command line); otherwise the error lists the functions it does define.
+    pub fn read_named(
+        name: &str,
+        ttsharedir: String,
+        grid: [u32; 3],
+        actual_sizes: Option<[u64; 3]>,
+    ) -> Result<Kernel, DriverError> {
+        Kernel::read_as(name, true, ttsharedir, grid, actual_sizes)
+    }
+
+    fn read_as(
+        name: &str,
+        exact: bool,
+        ttsharedir: String,
+        grid: [u32; 3],
+        actual_sizes: Option<[u64; 3]>,
+    ) -> Result<Kernel, DriverError> {
+        let (linalg, io) = Linalg::read_with(ttsharedir, |module| {
+            let named = module.function(name).filter(|f| f.body().is_some());
+            match named.or_else(|| if exact { None } else { module.kernel() }) {
+                Some(func) => Ok(func.kernel_io()),
+                None if exact => Err(DriverError::UnknownKernel {
+                    name: name.to_owned(),
+                    defined: module
+                        .functions()
+                        .filter(|f| f.body().is_some())
+                        .map(|f| f.name().to_owned())
+                        .collect(),
+                }),
+                None => Err(DriverError::NoKernel),
+            }
+        })?;
         Ok(Kernel {
             name: name.to_owned(),
-            io,
-            ttsharedir,
+            io: io?,
+            linalg,
             grid,
             actual_sizes,
         })
@@ -134,7 +165,7 @@ impl<'a> Pipeline<'a> {
         let toolchain = self.toolchain()?;
         let output = Compiler::new(&toolchain, self.config).compile(&CompileRequest {
             kernel: kernel.name.clone(),
-            linalg: kernel.ttsharedir.clone(),
+            linalg: kernel.linalg.clone(),
             grid: kernel.grid,
             actual_sizes: kernel.actual_sizes,
             target: self.target,
@@ -243,4 +274,43 @@ pub(crate) fn write(path: &Path, bytes: &[u8]) -> Result<(), DriverError> {
         dir: path.parent().map(PathBuf::from).unwrap_or_default(),
         what: format!("{} (cannot write it: {e})", path.display()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TWO_KERNELS: &str = "module {\n  func.func @add(%arg0: memref<*xf32> {tt.divisibility = 16 : i32}, %arg1: memref<*xbf16>, %arg2: i32) {\n    return\n  }\n  func.func @other() {\n  }\n  func.func private @decl(i32)\n}";
+
+    #[test]
+    fn a_named_kernel_must_be_defined_with_a_body() {
+        let read = |name: &str| Kernel::read_named(name, TWO_KERNELS.to_owned(), [1, 1, 1], None);
+        let add = read("add").unwrap();
+        assert_eq!(add.name, "add");
+        assert_eq!(add.buffers(), 2);
+        assert_eq!(add.linalg.summary().kernel.as_deref(), Some("add"));
+        // A declaration is no kernel.
+        assert!(matches!(
+            read("decl"),
+            Err(DriverError::UnknownKernel { .. })
+        ));
+        let e = read("ad").unwrap_err().to_string();
+        assert!(
+            e.contains("no function @ad") && e.contains("it defines: add, other"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn triton_kernels_fall_back_to_the_first_function_with_a_body() {
+        let k = Kernel::read("whatever", TWO_KERNELS.to_owned(), [2, 1, 1], None).unwrap();
+        assert_eq!(
+            (k.name.as_str(), k.buffers(), k.grid),
+            ("whatever", 2, [2, 1, 1])
+        );
+        let e = Kernel::read("k", "module {\n}".to_owned(), [1, 1, 1], None).unwrap_err();
+        assert!(matches!(e, DriverError::NoKernel), "{e}");
+        let e = Kernel::read("k", "module {\n  func.func @k(".to_owned(), [1, 1, 1], None);
+        assert!(matches!(e, Err(DriverError::Ir(_))), "{e:?}");
+    }
 }

@@ -212,93 +212,72 @@ mod tests {
     fn golden_command_lines() {
         let p = Path::new("/w");
         let input = Path::new("/w/asm_air_output.mlir");
-        let peano = Some(Path::new("/opt/peano"));
-        let o = AirccOptions::default();
-        assert_eq!(
-            strings(&command_line(
+        // (format, device, peano, the arguments that name the outputs and peano)
+        let cases: [(OutputFormat, NpuVersion, Option<&Path>, &[&str]); 3] = [
+            (
                 OutputFormat::Elf,
                 NpuVersion::Npu2,
-                p,
-                peano,
-                false,
-                &o,
-                input
-            )),
-            [
-                "--device",
-                "npu2",
-                "--no-xchesscc",
-                "--no-xbridge",
-                "--output-format",
-                "elf",
-                "--elf-name",
-                "/w/aie.elf",
-                "--peano=/opt/peano",
-                "--air-runtime-loop-tiling-sizes=4",
-                "--air-runtime-loop-tiling-sizes=4",
-                "--stack-size",
-                "2048",
-                "/w/asm_air_output.mlir"
-            ]
-        );
-        assert_eq!(
-            strings(&command_line(
+                Some(Path::new("/opt/peano")),
+                &["elf", "--elf-name", "/w/aie.elf", "--peano=/opt/peano"],
+            ),
+            (
                 OutputFormat::Xclbin,
                 NpuVersion::Npu1,
+                Some(Path::new("/opt/peano")),
+                &[
+                    "xclbin",
+                    "-i",
+                    "/w/insts.bin",
+                    "-o",
+                    "/w/aie.xclbin",
+                    "--peano=/opt/peano",
+                ],
+            ),
+            (
+                OutputFormat::Pdi,
+                NpuVersion::Npu2,
+                None,
+                &[
+                    "pdi",
+                    "-i",
+                    "/w/insts.bin",
+                    "--pdi-name",
+                    "/w/aie.pdi",
+                    "--peano=",
+                ],
+            ),
+        ];
+        for (format, version, peano, outputs) in cases {
+            let device = match version {
+                NpuVersion::Npu1 => "npu1",
+                NpuVersion::Npu2 => "npu2",
+            };
+            let mut want = vec![
+                "--device",
+                device,
+                "--no-xchesscc",
+                "--no-xbridge",
+                "--output-format",
+            ];
+            want.extend_from_slice(outputs);
+            want.extend_from_slice(&[
+                "--air-runtime-loop-tiling-sizes=4",
+                "--air-runtime-loop-tiling-sizes=4",
+                "--stack-size",
+                "2048",
+                "/w/asm_air_output.mlir",
+            ]);
+            let got = command_line(
+                format,
+                version,
                 p,
                 peano,
                 false,
-                &o,
-                input
-            )),
-            [
-                "--device",
-                "npu1",
-                "--no-xchesscc",
-                "--no-xbridge",
-                "--output-format",
-                "xclbin",
-                "-i",
-                "/w/insts.bin",
-                "-o",
-                "/w/aie.xclbin",
-                "--peano=/opt/peano",
-                "--air-runtime-loop-tiling-sizes=4",
-                "--air-runtime-loop-tiling-sizes=4",
-                "--stack-size",
-                "2048",
-                "/w/asm_air_output.mlir"
-            ]
-        );
-        assert_eq!(
-            strings(&command_line(
-                OutputFormat::Pdi,
-                NpuVersion::Npu2,
-                p,
-                None,
-                false,
-                &o,
-                input
-            )),
-            [
-                "--device",
-                "npu2",
-                "--no-xchesscc",
-                "--no-xbridge",
-                "--output-format",
-                "pdi",
-                "-i",
-                "/w/insts.bin",
-                "--pdi-name",
-                "/w/aie.pdi",
-                "--peano=",
-                "--air-runtime-loop-tiling-sizes=4",
-                "--air-runtime-loop-tiling-sizes=4",
-                "--stack-size",
-                "2048",
-                "/w/asm_air_output.mlir"
-            ]
-        );
+                &AirccOptions::default(),
+                input,
+            );
+            assert_eq!(strings(&got), want, "{format:?} on {device}");
+        }
     }
 
     #[test]

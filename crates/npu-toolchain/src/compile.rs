@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use npu_target::{Config, NpuVersion, OutputFormat};
+use npu_transform::kernel::Linalg;
 use npu_transform::{Schedule, ScheduleKind};
 
 use crate::aircc::{self, AirccOptions, Artifacts};
@@ -21,8 +22,8 @@ use crate::workdir::WorkDir;
 pub struct LowerRequest {
     /// The kernel's name (for messages and the debug directory).
     pub kernel: String,
-    /// triton-shared's output (the `ttsharedir` stage): Linalg-on-tensors MLIR text.
-    pub linalg: String,
+    /// triton-shared's output (the `ttsharedir` stage): Linalg-on-tensors MLIR text, read once.
+    pub linalg: Linalg,
     /// The launch grid (x, y, z), each ≥ 1.
     pub grid: [u32; 3],
     /// Upstream's `actual-sizes` padding hint, see [`lower::actual_sizes`].
@@ -54,7 +55,8 @@ pub struct BuildRequest {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CompileRequest {
     pub kernel: String,
-    pub linalg: String,
+    /// The kernel's Linalg, read once.
+    pub linalg: Linalg,
     pub grid: [u32; 3],
     pub actual_sizes: Option<[u64; 3]>,
     pub target: NpuVersion,
@@ -260,7 +262,7 @@ impl<'a> Compiler<'a> {
                 req.grid, req.kernel
             )));
         }
-        if req.linalg.trim().is_empty() {
+        if req.linalg.text().trim().is_empty() {
             return Err(ToolchainError::InvalidRequest(format!(
                 "the Linalg module of kernel {} is empty",
                 req.kernel
@@ -268,11 +270,11 @@ impl<'a> Compiler<'a> {
         }
         let schedule = npu_transform::choose(
             self.config.transform_tiling_script.as_deref(),
-            &req.linalg,
+            req.linalg.summary(),
             req.target,
         )?;
         tracing::debug!(kernel = %req.kernel, target = %req.target, "transform script: {}", schedule.kind.describe());
-        job.dir.write(lower::SOURCE, req.linalg.as_bytes())?;
+        job.dir.write(lower::SOURCE, req.linalg.text().as_bytes())?;
         job.dir
             .write(lower::TRANSFORM_SCRIPT, schedule.script().as_bytes())?;
         if let (ScheduleKind::Matmul, Some(generated)) = (&schedule.kind, &schedule.generated) {

@@ -22,14 +22,14 @@
 //! caller to store.
 //!
 //! ```no_run
-//! use npu_toolchain::{AirccOptions, CompileRequest, Compiler, SearchPaths, Toolchain};
+//! use npu_toolchain::{AirccOptions, CompileRequest, Compiler, Linalg, SearchPaths, Toolchain};
 //! use npu_target::{Config, NpuVersion, OutputFormat};
 //!
 //! let config = Config::current()?;
 //! let toolchain = Toolchain::discover(&config, &SearchPaths::default())?;
 //! let out = Compiler::new(&toolchain, &config).compile(&CompileRequest {
 //!     kernel: "add_kernel".into(),
-//!     linalg: std::fs::read_to_string("add.ttshared.mlir")?,
+//!     linalg: Linalg::read(std::fs::read_to_string("add.ttshared.mlir")?),
 //!     grid: [4, 1, 1],
 //!     actual_sizes: None,
 //!     target: NpuVersion::Npu2,
@@ -60,3 +60,4 @@ pub use discovery::{SearchPaths, Tool, ToolIdentity, ToolReport, Toolchain};
 pub use error::{Candidate, MissingTool, ToolFailure, ToolchainError};
 /// The transform library and schedules (re-exported for the driver and the command line).
 pub use npu_transform;
+pub use npu_transform::kernel::Linalg;

@@ -15,6 +15,8 @@
 
 use std::ffi::OsString;
 
+use npu_transform::kernel::Linalg;
+
 /// The IR file names of the lowering, in order (kept in the debug directory).
 pub const SOURCE: &str = "asm_src.mlir";
 pub const PREPARED: &str = "air_prepared.mlir";
@@ -106,8 +108,8 @@ pub fn actual_sizes<'a>(
 /// Whether the Linalg module is a single plain f32 matmul (upstream's `_detect_matmul` rule:
 /// exactly one `linalg.matmul`, no linalg ops other than `matmul` and `fill`), for which
 /// aircc gets `--bf16-emulation` (the AIE has no f32 MAC).
-pub fn is_f32_matmul(linalg: &str) -> bool {
-    npu_transform::schedule::is_f32_matmul(linalg)
+pub fn is_f32_matmul(linalg: &Linalg) -> bool {
+    npu_transform::schedule::is_f32_matmul(linalg.summary())
 }
 
 #[cfg(test)]

@@ -129,6 +129,43 @@ pub fn from_module(module: &Module<'_>) -> KernelSummary {
     }
 }
 
+/// A kernel's Linalg text together with its [`KernelSummary`], made by one parse: the build
+/// pipeline reads a kernel once and hands this to every step that needs its facts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Linalg {
+    text: String,
+    summary: KernelSummary,
+}
+
+impl Linalg {
+    /// Parses `text` once: the summary, and whatever else `facts` reads from the same module.
+    pub fn read_with<T>(
+        text: String,
+        facts: impl FnOnce(&Module<'_>) -> T,
+    ) -> Result<(Linalg, T), npu_mlir::ParseError> {
+        let (summary, extra) = {
+            let module = Module::parse(&text)?;
+            (from_module(&module), facts(&module))
+        };
+        Ok((Linalg { text, summary }, extra))
+    }
+
+    /// Text that cannot be parsed is kept, with [`KernelSummary::unreadable`] set: the tools
+    /// then report what is wrong with it in their own words.
+    pub fn read(text: String) -> Linalg {
+        let summary = summarize(&text);
+        Linalg { text, summary }
+    }
+
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    pub fn summary(&self) -> &KernelSummary {
+        &self.summary
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -32,7 +32,8 @@
 //! assert!(out.text.contains("transform.bufferization.one_shot_bufferize"));
 //!
 //! let linalg = "func.func @k(%a: memref<*xf32>) { return }";
-//! let chosen = schedule::choose(None, linalg, NpuVersion::Npu2)?;
+//! let kernel = npu_transform::kernel::Linalg::read(linalg.to_owned());
+//! let chosen = schedule::choose(None, kernel.summary(), NpuVersion::Npu2)?;
 //! assert_eq!(chosen.kind, schedule::ScheduleKind::Default);
 //! # Ok::<(), npu_transform::TransformError>(())
 //! ```

@@ -18,32 +18,24 @@ pub struct LibraryFile {
     pub text: &'static str,
 }
 
+/// A library file by its name under `src/library/`, embedded at build time.
+macro_rules! library_file {
+    ($name:literal) => {
+        LibraryFile {
+            name: $name,
+            text: include_str!(concat!("library/", $name)),
+        }
+    };
+}
+
 /// The library's files, in the order their sequences are listed.
 pub const FILES: [LibraryFile; 6] = [
-    LibraryFile {
-        name: "canonicalization.mlir",
-        text: include_str!("library/canonicalization.mlir"),
-    },
-    LibraryFile {
-        name: "elementwise.mlir",
-        text: include_str!("library/elementwise.mlir"),
-    },
-    LibraryFile {
-        name: "bufferization.mlir",
-        text: include_str!("library/bufferization.mlir"),
-    },
-    LibraryFile {
-        name: "vectorization.mlir",
-        text: include_str!("library/vectorization.mlir"),
-    },
-    LibraryFile {
-        name: "air_mapping.mlir",
-        text: include_str!("library/air_mapping.mlir"),
-    },
-    LibraryFile {
-        name: "type_casting.mlir",
-        text: include_str!("library/type_casting.mlir"),
-    },
+    library_file!("canonicalization.mlir"),
+    library_file!("elementwise.mlir"),
+    library_file!("bufferization.mlir"),
+    library_file!("vectorization.mlir"),
+    library_file!("air_mapping.mlir"),
+    library_file!("type_casting.mlir"),
 ];
 
 /// The parsed library.

@@ -80,6 +80,18 @@ impl Shim {
         Ok(text(&out))
     }
 
+    /// A call that makes a handle through an out pointer: its status, then a NULL check (a
+    /// shim that reports success with a NULL handle is an error, never a handle).
+    pub(crate) fn create<T>(
+        &self,
+        call: &'static str,
+        f: impl FnOnce(*mut *mut T, *mut c_char, usize) -> c_int,
+    ) -> Result<NonNull<T>, XrtSysError> {
+        let mut raw = ptr::null_mut();
+        self.call(call, |err, len| f(&mut raw, err, len))?;
+        NonNull::new(raw).ok_or_else(|| null_handle(call))
+    }
+
     /// The XRT library's version, e.g. `2.25.0`.
     pub fn xrt_version(&self) -> Result<String, XrtSysError> {
         // SAFETY: the buffers are valid for the lengths passed.
@@ -116,13 +128,10 @@ unsafe impl Sync for Device {}
 impl Device {
     /// Opens device `index` (upstream always uses 0).
     pub fn open(shim: &Arc<Shim>, index: u32) -> Result<Arc<Device>, XrtSysError> {
-        let mut raw = ptr::null_mut();
-        // SAFETY: `raw` is a valid out pointer.
-        shim.call("triton_npu_xrt_device_open", |err, len| unsafe {
-            shim.api
-                .triton_npu_xrt_device_open(index, &mut raw, err, len)
+        // SAFETY: `out` is a valid out pointer.
+        let raw = shim.create("triton_npu_xrt_device_open", |out, err, len| unsafe {
+            shim.api.triton_npu_xrt_device_open(index, out, err, len)
         })?;
-        let raw = NonNull::new(raw).ok_or_else(|| null_handle("triton_npu_xrt_device_open"))?;
         Ok(Arc::new(Device {
             shim: Arc::clone(shim),
             raw,
@@ -149,19 +158,18 @@ impl Device {
     /// Reads an xclbin file and registers it with the device.
     pub fn register_xclbin(self: &Arc<Self>, path: &Path) -> Result<Arc<Xclbin>, XrtSysError> {
         let c = c_path("xclbin", path)?;
-        let mut raw = ptr::null_mut();
         // SAFETY: live device, NUL-terminated path, valid out pointer.
-        self.shim
-            .call("triton_npu_xrt_xclbin_register", |err, len| unsafe {
+        let raw = self
+            .shim
+            .create("triton_npu_xrt_xclbin_register", |out, err, len| unsafe {
                 self.shim.api.triton_npu_xrt_xclbin_register(
                     self.raw.as_ptr(),
                     c.as_ptr(),
-                    &mut raw,
+                    out,
                     err,
                     len,
                 )
             })?;
-        let raw = NonNull::new(raw).ok_or_else(|| null_handle("triton_npu_xrt_xclbin_register"))?;
         Ok(Arc::new(Xclbin {
             device: Arc::clone(self),
             raw,
@@ -173,50 +181,53 @@ impl Device {
         self: &Arc<Self>,
         xclbin: &Arc<Xclbin>,
     ) -> Result<Arc<Context>, XrtSysError> {
-        let mut raw = ptr::null_mut();
         // SAFETY: live device and xclbin, valid out pointer.
-        self.shim
-            .call("triton_npu_xrt_context_from_xclbin", |err, len| unsafe {
-                self.shim.api.triton_npu_xrt_context_from_xclbin(
-                    self.raw.as_ptr(),
-                    xclbin.raw.as_ptr(),
-                    &mut raw,
-                    err,
-                    len,
-                )
-            })
+        let raw = self
+            .shim
+            .create(
+                "triton_npu_xrt_context_from_xclbin",
+                |out, err, len| unsafe {
+                    self.shim.api.triton_npu_xrt_context_from_xclbin(
+                        self.raw.as_ptr(),
+                        xclbin.raw.as_ptr(),
+                        out,
+                        err,
+                        len,
+                    )
+                },
+            )
             .map_err(context_refused)?;
-        let raw =
-            NonNull::new(raw).ok_or_else(|| null_handle("triton_npu_xrt_context_from_xclbin"))?;
-        Ok(Arc::new(Context {
-            device: Arc::clone(self),
-            _source: Source::Xclbin(Arc::clone(xclbin)),
-            raw,
-        }))
+        Ok(self.context(raw, Source::Xclbin(Arc::clone(xclbin))))
     }
 
     /// Makes a hardware context for a full ELF.
     pub fn context_from_elf(self: &Arc<Self>, elf: &Arc<Elf>) -> Result<Arc<Context>, XrtSysError> {
-        let mut raw = ptr::null_mut();
         // SAFETY: live device and ELF, valid out pointer.
-        self.shim
-            .call("triton_npu_xrt_context_from_elf", |err, len| unsafe {
+        let raw = self
+            .shim
+            .create("triton_npu_xrt_context_from_elf", |out, err, len| unsafe {
                 self.shim.api.triton_npu_xrt_context_from_elf(
                     self.raw.as_ptr(),
                     elf.raw.as_ptr(),
-                    &mut raw,
+                    out,
                     err,
                     len,
                 )
             })
             .map_err(context_refused)?;
-        let raw =
-            NonNull::new(raw).ok_or_else(|| null_handle("triton_npu_xrt_context_from_elf"))?;
-        Ok(Arc::new(Context {
+        Ok(self.context(raw, Source::Elf(Arc::clone(elf))))
+    }
+
+    fn context(
+        self: &Arc<Self>,
+        raw: NonNull<b::triton_npu_xrt_context>,
+        source: Source,
+    ) -> Arc<Context> {
+        Arc::new(Context {
             device: Arc::clone(self),
-            _source: Source::Elf(Arc::clone(elf)),
+            _source: source,
             raw,
-        }))
+        })
     }
 
     /// A buffer object `xrt::bo(device, size, flags, group)`, mapped.
@@ -226,16 +237,16 @@ impl Device {
         flags: BoFlags,
         group: i32,
     ) -> Result<Bo, XrtSysError> {
-        let mut raw = ptr::null_mut();
         // SAFETY: live device, valid out pointer.
-        self.shim
-            .call("triton_npu_xrt_bo_alloc", |err, len| unsafe {
+        let raw = self
+            .shim
+            .create("triton_npu_xrt_bo_alloc", |out, err, len| unsafe {
                 self.shim.api.triton_npu_xrt_bo_alloc(
                     self.raw.as_ptr(),
                     size,
                     flags.0,
                     group,
-                    &mut raw,
+                    out,
                     err,
                     len,
                 )
@@ -245,28 +256,23 @@ impl Device {
 
     /// A buffer object `xrt::ext::bo(device, size)`, mapped.
     pub fn alloc_ext_bo(self: &Arc<Self>, size: usize) -> Result<Bo, XrtSysError> {
-        let mut raw = ptr::null_mut();
         // SAFETY: live device, valid out pointer.
-        self.shim
-            .call("triton_npu_xrt_ext_bo_alloc", |err, len| unsafe {
-                self.shim.api.triton_npu_xrt_ext_bo_alloc(
-                    self.raw.as_ptr(),
-                    size,
-                    &mut raw,
-                    err,
-                    len,
-                )
+        let raw = self
+            .shim
+            .create("triton_npu_xrt_ext_bo_alloc", |out, err, len| unsafe {
+                self.shim
+                    .api
+                    .triton_npu_xrt_ext_bo_alloc(self.raw.as_ptr(), size, out, err, len)
             })?;
         self.finish_bo(raw, size, BoKind::Ext)
     }
 
     fn finish_bo(
         self: &Arc<Self>,
-        raw: *mut b::triton_npu_xrt_bo,
+        raw: NonNull<b::triton_npu_xrt_bo>,
         size: usize,
         kind: BoKind,
     ) -> Result<Bo, XrtSysError> {
-        let raw = NonNull::new(raw).ok_or_else(|| null_handle("triton_npu_xrt_bo_alloc"))?;
         let mut bo = Bo {
             device: Arc::clone(self),
             raw,
@@ -396,13 +402,10 @@ unsafe impl Sync for Elf {}
 impl Elf {
     pub fn open(shim: &Arc<Shim>, path: &Path) -> Result<Arc<Elf>, XrtSysError> {
         let c = c_path("ELF", path)?;
-        let mut raw = ptr::null_mut();
         // SAFETY: NUL-terminated path, valid out pointer.
-        shim.call("triton_npu_xrt_elf_open", |err, len| unsafe {
-            shim.api
-                .triton_npu_xrt_elf_open(c.as_ptr(), &mut raw, err, len)
+        let raw = shim.create("triton_npu_xrt_elf_open", |out, err, len| unsafe {
+            shim.api.triton_npu_xrt_elf_open(c.as_ptr(), out, err, len)
         })?;
-        let raw = NonNull::new(raw).ok_or_else(|| null_handle("triton_npu_xrt_elf_open"))?;
         Ok(Arc::new(Elf {
             shim: Arc::clone(shim),
             raw,
@@ -456,33 +459,21 @@ impl Context {
     fn open_kernel(self: &Arc<Self>, name: &str, ext: bool) -> Result<Kernel, XrtSysError> {
         let c = c_string("kernel", name)?;
         let shim = &self.device.shim;
-        let mut raw = ptr::null_mut();
-        let call = if ext {
-            "triton_npu_xrt_ext_kernel_open"
+        let (call, open) = if ext {
+            (
+                "triton_npu_xrt_ext_kernel_open",
+                shim.api.triton_npu_xrt_ext_kernel_open,
+            )
         } else {
-            "triton_npu_xrt_kernel_open"
+            (
+                "triton_npu_xrt_kernel_open",
+                shim.api.triton_npu_xrt_kernel_open,
+            )
         };
         // SAFETY: live context, NUL-terminated name, valid out pointer.
-        shim.call(call, |err, len| unsafe {
-            if ext {
-                shim.api.triton_npu_xrt_ext_kernel_open(
-                    self.raw.as_ptr(),
-                    c.as_ptr(),
-                    &mut raw,
-                    err,
-                    len,
-                )
-            } else {
-                shim.api.triton_npu_xrt_kernel_open(
-                    self.raw.as_ptr(),
-                    c.as_ptr(),
-                    &mut raw,
-                    err,
-                    len,
-                )
-            }
+        let raw = shim.create(call, |out, err, len| unsafe {
+            open(self.raw.as_ptr(), c.as_ptr(), out, err, len)
         })?;
-        let raw = NonNull::new(raw).ok_or_else(|| null_handle(call))?;
         Ok(Kernel {
             context: Arc::clone(self),
             raw,
@@ -537,13 +528,11 @@ impl Kernel {
     /// A new run of this kernel (reusable: see [`Run`]).
     pub fn run(self: &Arc<Self>) -> Result<Run, XrtSysError> {
         let shim = self.shim();
-        let mut raw = ptr::null_mut();
         // SAFETY: live kernel, valid out pointer.
-        shim.call("triton_npu_xrt_run_create", |err, len| unsafe {
+        let raw = shim.create("triton_npu_xrt_run_create", |out, err, len| unsafe {
             shim.api
-                .triton_npu_xrt_run_create(self.raw.as_ptr(), &mut raw, err, len)
+                .triton_npu_xrt_run_create(self.raw.as_ptr(), out, err, len)
         })?;
-        let raw = NonNull::new(raw).ok_or_else(|| null_handle("triton_npu_xrt_run_create"))?;
         Ok(Run::new(Arc::clone(self), raw))
     }
 }

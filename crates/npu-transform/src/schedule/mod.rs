@@ -19,7 +19,7 @@ use npu_target::NpuVersion;
 
 use crate::error::TransformError;
 use crate::expand::{Expansion, expand};
-use crate::kernel::{KernelSummary, summarize};
+use crate::kernel::KernelSummary;
 
 pub use elementwise::ElementwisePlan;
 pub use matmul::{MatmulInfo, MatmulParams};
@@ -81,10 +81,10 @@ pub fn read_user_script(path: &Path) -> Result<String, TransformError> {
     })
 }
 
-/// Chooses and expands the script for the kernel whose Linalg is `linalg`, on `target`.
+/// Chooses and expands the script for the kernel `summary` describes, on `target`.
 pub fn choose(
     user_script: Option<&Path>,
-    linalg: &str,
+    summary: &KernelSummary,
     target: NpuVersion,
 ) -> Result<Schedule, TransformError> {
     if let Some(path) = user_script {
@@ -100,9 +100,8 @@ pub fn choose(
             expansion,
         });
     }
-    let summary = summarize(linalg);
     let kernel = summary.kernel.clone().unwrap_or_else(|| "(unnamed)".into());
-    match matmul_params(&summary, target) {
+    match matmul_params(summary, target) {
         Ok(params) => {
             tracing::debug!(
                 kernel,
@@ -127,7 +126,7 @@ pub fn choose(
                 kernel,
                 "no automatic matmul schedule: {why}; using the default elementwise schedule"
             );
-            let plan = ElementwisePlan::new(&summary, target);
+            let plan = ElementwisePlan::new(summary, target);
             for c in &plan.concerns {
                 tracing::warn!(
                     kernel,
@@ -152,9 +151,9 @@ pub fn matmul_params(summary: &KernelSummary, target: NpuVersion) -> Result<Matm
     matmul::params(&info, target)
 }
 
-/// Whether the Linalg is one plain f32 matmul (aircc then needs `--bf16-emulation`).
-pub fn is_f32_matmul(linalg: &str) -> bool {
-    matmul::is_f32_matmul(&summarize(linalg))
+/// Whether the kernel is one plain f32 matmul (aircc then needs `--bf16-emulation`).
+pub fn is_f32_matmul(summary: &KernelSummary) -> bool {
+    matmul::is_f32_matmul(summary)
 }
 
 #[cfg(test)]

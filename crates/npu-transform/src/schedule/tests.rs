@@ -3,6 +3,15 @@ use crate::testing::{axpy_linalg, check_closed, matmul_linalg};
 
 const TARGETS: [NpuVersion; 2] = [NpuVersion::Npu1, NpuVersion::Npu2];
 
+/// [`super::choose`] for a kernel's text.
+fn choose(
+    user_script: Option<&Path>,
+    linalg: &str,
+    target: NpuVersion,
+) -> Result<Schedule, TransformError> {
+    super::choose(user_script, &crate::kernel::summarize(linalg), target)
+}
+
 #[test]
 fn a_missing_user_script_names_the_path_and_the_working_directory() {
     let e = choose(
@@ -101,7 +110,10 @@ fn a_plain_matmul_gets_the_automatic_schedule() {
             );
             let acc = if elem == "i8" { "i32" } else { "f32" };
             assert!(script.contains(&format!("target_element_type = {acc}, input_indices = [2]")));
-            assert_eq!(is_f32_matmul(&linalg), elem == "f32");
+            assert_eq!(
+                is_f32_matmul(&crate::kernel::summarize(&linalg)),
+                elem == "f32"
+            );
         }
     }
 }
@@ -124,7 +136,9 @@ fn kernels_that_do_not_qualify_get_the_default() {
         ScheduleKind::Default
     );
     // f32 emulation is about the matmul, not about whether a schedule exists.
-    assert!(is_f32_matmul(&matmul_linalg(6, 8, 8, "f32")));
+    assert!(is_f32_matmul(&crate::kernel::summarize(&matmul_linalg(
+        6, 8, 8, "f32"
+    ))));
 }
 
 #[test]

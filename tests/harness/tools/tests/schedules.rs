@@ -41,7 +41,7 @@ fn compile(
     };
     Compiler::new(&toolchain, config).compile(&CompileRequest {
         kernel: kernel.into(),
-        linalg,
+        linalg: npu_toolchain::Linalg::read(linalg),
         grid: [2, 1, 1],
         actual_sizes: None,
         target,

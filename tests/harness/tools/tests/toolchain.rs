@@ -23,7 +23,7 @@ fn request(
 ) -> CompileRequest {
     CompileRequest {
         kernel: kernel.into(),
-        linalg,
+        linalg: npu_toolchain::Linalg::read(linalg),
         grid: [4, 1, 1],
         actual_sizes: None,
         target,
@@ -476,7 +476,12 @@ fn the_default_schedule_is_used_without_a_script() {
     );
     // Our default elementwise schedule for this kernel and target, expanded, kept in the
     // debug directory and with the artifacts.
-    let default = npu_toolchain::npu_transform::choose(None, &linalg, NpuVersion::Npu2).unwrap();
+    let default = npu_toolchain::npu_transform::choose(
+        None,
+        &npu_toolchain::npu_transform::kernel::summarize(&linalg),
+        NpuVersion::Npu2,
+    )
+    .unwrap();
     assert_eq!(
         default.kind,
         npu_toolchain::npu_transform::ScheduleKind::Default
