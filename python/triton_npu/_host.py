@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import importlib.metadata
+import importlib.util
 import os
 import site
 import sys
@@ -16,23 +18,43 @@ def _site_packages() -> list[str]:
     return dirs
 
 
+def _triton_facts(import_triton: bool) -> dict:
+    """Where triton is and its version. Without ``import_triton`` (and when no one imported it
+    yet), it is located without running it: importing triton takes ~200 ms, which commands
+    such as ``triton-npu hsaco dump`` must not pay. With it, an import failure is reported."""
+    if import_triton or "triton" in sys.modules:
+        try:
+            import triton
+
+            return {
+                "triton_version": triton.__version__,
+                "triton_dir": [os.path.dirname(triton.__file__)],
+            }
+        except Exception as e:  # noqa: BLE001 - any import failure is a fact to report
+            return {"triton_dir": [], "triton_error": f"{type(e).__name__}: {e}"}
+    try:
+        spec = importlib.util.find_spec("triton")
+    except (ImportError, ValueError) as e:
+        return {"triton_dir": [], "triton_error": f"{type(e).__name__}: {e}"}
+    if spec is None or not spec.submodule_search_locations:
+        return {"triton_dir": [], "triton_error": "ModuleNotFoundError: No module named 'triton'"}
+    out: dict = {"triton_dir": [list(spec.submodule_search_locations)[0]]}
+    try:
+        out["triton_version"] = importlib.metadata.version("triton")
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    return out
+
+
 @functools.cache
-def facts() -> dict:
+def facts(import_triton: bool = False) -> dict:
     """Where pip installs tools and runtimes, the triton package, the directories that may
     hold our XRT shim, and the interpreter. Never raises: a broken triton is a fact too."""
     package = os.path.dirname(os.path.abspath(__file__))
-    out: dict = {
+    return {
         "executable": sys.executable,
         "version": sys.version.split()[0],
         "site_packages": _site_packages(),
         "shim_dirs": [os.path.join(package, "lib"), package],
-        "triton_dir": [],
+        **_triton_facts(import_triton),
     }
-    try:
-        import triton
-
-        out["triton_version"] = triton.__version__
-        out["triton_dir"] = [os.path.dirname(triton.__file__)]
-    except Exception as e:  # noqa: BLE001 - any import failure is a fact to report
-        out["triton_error"] = f"{type(e).__name__}: {e}"
-    return out

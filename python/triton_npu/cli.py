@@ -19,6 +19,9 @@ def main(argv: list[str] | None = None) -> int:
     from triton_npu._loader import native
 
     args = ["triton-npu", *(sys.argv[1:] if argv is None else argv)]
+    # Only doctor reports whether triton imports; every other command finds it without
+    # importing it, so that it starts in milliseconds.
+    host = facts(import_triton="doctor" in args[1:2])
     # SIGTERM's default would end the process at once, before the command can stop its
     # tools and report; a handler that raises lets the native wait notice it. A handler the
     # program installed is left alone.
@@ -29,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     if own_sigterm:
         signal.signal(signal.SIGTERM, _terminate)
     try:
-        return native().cli_main(args, facts())
+        return native().cli_main(args, host)
     except KeyboardInterrupt:
         return 128 + signal.SIGINT
     finally:
