@@ -6,7 +6,9 @@ imports the backend at ``import triton``, and nothing here may break that.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+# `typing` is not imported at run time: the `triton-npu` command imports this package, and
+# it must start in milliseconds.
+TYPE_CHECKING = False
 
 __all__ = ["NPUDriver", "__version__"]
 
@@ -14,7 +16,7 @@ if TYPE_CHECKING:
     from triton_npu.backend.driver import NPUDriver
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name == "NPUDriver":
         from triton_npu.backend.driver import NPUDriver
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 import importlib.util
 import os
 import site
@@ -38,12 +37,8 @@ def _triton_facts(import_triton: bool) -> dict:
         return {"triton_dir": [], "triton_error": f"{type(e).__name__}: {e}"}
     if spec is None or not spec.submodule_search_locations:
         return {"triton_dir": [], "triton_error": "ModuleNotFoundError: No module named 'triton'"}
-    out: dict = {"triton_dir": [list(spec.submodule_search_locations)[0]]}
-    try:
-        out["triton_version"] = importlib.metadata.version("triton")
-    except importlib.metadata.PackageNotFoundError:
-        pass
-    return out
+    # The version is left out: only doctor reports it, and doctor imports triton.
+    return {"triton_dir": [list(spec.submodule_search_locations)[0]]}
 
 
 @functools.cache
