@@ -17,6 +17,11 @@ use crate::raw::hsa::{AieQueue, Doorbell, PoolAllocation, SubmitError};
 use crate::shared::Placement;
 use crate::{DispatchReport, Launch, RuntimeError};
 
+/// The start-address alignment the NPU's shim DMAs need: their buffer descriptors hold
+/// addresses in 32-bit words (aie-rt `Aie2ShimDmaProp`, `AddrAlignShift` 2), so a buffer
+/// passed in place must start on a 4-byte boundary.
+const DMA_ALIGNMENT: usize = 4;
+
 /// How often a wait wakes to look at the queue's error flag.
 const WAIT_SLICE: Duration = Duration::from_millis(10);
 
@@ -156,11 +161,13 @@ impl Dispatcher {
         let mut staged: Vec<Staged> = Vec::new();
         for (i, arg) in launch.args().iter().enumerate() {
             let address = match launch.placement(i) {
-                Placement::Shared { .. } => {
+                Placement::Shared { .. } if arg.address().is_multiple_of(DMA_ALIGNMENT) => {
                     report.in_place += 1;
                     arg.address() as u64
                 }
-                Placement::Host => {
+                // Host memory, or a view into a shared buffer at an address the NPU's DMAs
+                // cannot start at: copied through an aligned staging buffer.
+                Placement::Shared { .. } | Placement::Host => {
                     let mut buffer = match self.staging.take(&self.session, arg.len()) {
                         Ok(b) => b,
                         Err(e) => {

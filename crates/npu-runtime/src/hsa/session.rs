@@ -14,9 +14,10 @@ use crate::raw::hsa::{Agent, AgentU32, DeviceType, Hsa, HsaError, Pool, PoolInfo
 pub(crate) struct Pools {
     /// `KERNARG_INIT`, allocatable: the kernarg blocks.
     pub kernarg: Pool,
-    /// `COARSE`, allocatable, not `KERNARG_INIT`: tensors and external variables.
+    /// `COARSE`, allocatable, not `KERNARG_INIT`: tensors.
     pub data: Pool,
-    /// `COARSE` with recommended granule 0: the device heap ROCr's loader fills (reported only).
+    /// `COARSE` with recommended granule 0: the device heap (device-SVM), where ROCr's loader
+    /// puts code and where external variables must live.
     pub dev_heap: Option<Pool>,
 }
 

@@ -17,6 +17,9 @@ pub struct KernelObject {
     pub kernel: Kernel,
     /// The harness program the kernel's code carries, or why it has none.
     pub program: Result<Program, String>,
+    /// The external variables the kernel relocates against: name, address the application
+    /// defined, size the code object declares.
+    pub variables: Vec<(String, usize, usize)>,
 }
 
 /// Host-side descriptor whose address is the kernel object (ROCr's has version 1 first).
@@ -224,9 +227,19 @@ pub fn freeze(exe: u64) -> hsa_status_t {
             let address = &*descriptor as *const Descriptor as u64;
             let symbol = state::next_handle();
             e.symbols.insert(kernel.name.clone(), (symbol, address));
+            // Load checked that every variable is defined.
+            let variables = kernel
+                .variables
+                .iter()
+                .filter_map(|v| {
+                    let address = *e.variables.get(&v.name)?;
+                    Some((v.name.clone(), address, v.size as usize))
+                })
+                .collect();
             let object = KernelObject {
                 program: crate::queue::program_of(kernel),
                 kernel: kernel.clone(),
+                variables,
             };
             made.push((symbol, address, descriptor, object));
         }

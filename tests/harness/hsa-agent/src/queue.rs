@@ -24,6 +24,10 @@ use crate::memory;
 use crate::signal;
 use crate::state::{self, AgentConfig, FaultKind, STATS, lock};
 
+/// Buffer start addresses the shim DMAs can use: their buffer descriptors hold addresses in
+/// 32-bit words (aie-rt `Aie2ShimDmaProp`: `AddrAlignShift` 2).
+const DMA_ALIGNMENT: usize = 4;
+
 /// The only queue size the AIE agent accepts.
 pub const QUEUE_SIZE: u32 = 64;
 
@@ -340,6 +344,27 @@ fn check(p: &hsa_amd_aie_kernel_dispatch_packet_t, index: u64) -> Result<Checked
              not name a kernel object)"
         ));
     };
+    // The command processor reads a full-ELF kernel's external variables (its scratchpad)
+    // only from the device heap (device-SVM pool); elsewhere the kernel loads but every
+    // dispatch fails (real-toolchain-rules.md §5).
+    for (name, address, size) in &kernel.variables {
+        let pool = memory::pool_of_range(*address, (*size).max(1));
+        if pool != Some(memory::Pool::DevHeap) {
+            return Err(Outcome::Breach(
+                HSA_STATUS_ERROR_INVALID_ALLOCATION,
+                format!(
+                    "external variable {name:?} of kernel {:?} ({address:#x}, {size} bytes) is \
+                     {}, not in the device heap: allocate it from the device-SVM pool \
+                     (COARSE_GRAINED, RUNTIME_ALLOC_REC_GRANULE 0)",
+                    kernel.kernel.name,
+                    match pool {
+                        Some(p) => format!("in the {p:?} pool"),
+                        None => "in no live AIE pool allocation".to_owned(),
+                    }
+                ),
+            ));
+        }
+    }
     let n = usize::from(p.num_kernargs);
     let kernarg = p.kernarg_address as usize;
     if (n == 0) != (kernarg == 0) {
@@ -395,6 +420,16 @@ fn check(p: &hsa_amd_aie_kernel_dispatch_packet_t, index: u64) -> Result<Checked
                     format!(
                         "argument {i} ({addr:#x}, {size} bytes) is not inside memory allocated \
                          from an AIE pool (kernarg layout: {n} addresses, then {n} sizes)"
+                    ),
+                ));
+            }
+            if !addr.is_multiple_of(DMA_ALIGNMENT) {
+                return Err(Outcome::Breach(
+                    HSA_STATUS_ERROR_INVALID_ARGUMENT,
+                    format!(
+                        "argument {i} starts at {addr:#x}, not on a 4-byte boundary: the shim DMAs \
+                     address host memory in 32-bit words (the device would drop the low bits \
+                     and move the wrong bytes)"
                     ),
                 ));
             }

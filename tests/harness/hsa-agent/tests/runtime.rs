@@ -523,6 +523,75 @@ fn shared_buffers_are_used_in_place_without_copies() {
 }
 
 #[test]
+fn views_at_addresses_the_dma_cannot_start_at_are_staged_with_exact_sizes() {
+    let prefix = Prefix::new();
+    let rt = prefix.runtime();
+    let n = 64;
+    let program = rt
+        .prepare_bytes(
+            &pdi_insts_hsaco("aie2p", &[("vadd", &add_f32(n), 1)]),
+            "vadd",
+        )
+        .unwrap();
+    let (a, b) = add_inputs(n);
+    // Each view starts 2 bytes into its shared buffer: inside ROCr's allocation, but not on
+    // the 4-byte boundary the shim DMAs need.
+    let buffers: Vec<_> = (0..3)
+        .map(|_| rt.alloc_shared(4 * n + 8).unwrap())
+        .collect();
+    let bytes = |s: &dyn npu_runtime::SharedBuffer| unsafe {
+        std::slice::from_raw_parts_mut(s.as_ptr(), s.len())
+    };
+    bytes(buffers[0].as_ref())[2..2 + 4 * n].copy_from_slice(&f32_bytes(&a));
+    bytes(buffers[1].as_ref())[2..2 + 4 * n].copy_from_slice(&f32_bytes(&b));
+    bytes(buffers[2].as_ref()).fill(0xEE);
+    let view = |s: &dyn npu_runtime::SharedBuffer| {
+        unsafe { HostArg::from_raw(s.as_ptr().add(2), 4 * n) }.unwrap()
+    };
+    let report = rt
+        .dispatch(
+            &program,
+            &[
+                view(buffers[0].as_ref()),
+                view(buffers[1].as_ref()),
+                view(buffers[2].as_ref()),
+            ],
+            &DispatchOptions::default(),
+        )
+        .unwrap();
+    assert_eq!((report.in_place, report.staged), (0, 3));
+    let out = bytes(buffers[2].as_ref());
+    let expected: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
+    assert_eq!(f32_values(&out[2..2 + 4 * n]), expected);
+    assert_eq!(
+        &out[..2],
+        &[0xEE, 0xEE],
+        "the bytes before the view are untouched"
+    );
+    assert!(
+        out[2 + 4 * n..].iter().all(|b| *b == 0xEE),
+        "the bytes after the view are untouched"
+    );
+    // An aligned view into the same buffers still goes in place.
+    let aligned = |s: &dyn npu_runtime::SharedBuffer| {
+        unsafe { HostArg::from_raw(s.as_ptr().add(4), 4 * n) }.unwrap()
+    };
+    let report = rt
+        .dispatch(
+            &program,
+            &[
+                aligned(buffers[0].as_ref()),
+                aligned(buffers[1].as_ref()),
+                aligned(buffers[2].as_ref()),
+            ],
+            &DispatchOptions::default(),
+        )
+        .unwrap();
+    assert_eq!((report.in_place, report.staged), (3, 0));
+    assert_eq!(prefix.stats().breaches, 0);
+}
+
+#[test]
 fn bad_arguments_are_refused_before_anything_is_submitted() {
     let prefix = Prefix::new();
     let rt = prefix.runtime();
