@@ -103,6 +103,7 @@ pub mod vars {
     pub const REMOTE_CACHE_TIMEOUT: &str = "AMD_TRITON_NPU_REMOTE_CACHE_TIMEOUT";
     pub const ROCR_PATH: &str = "AMD_NPU_ROCR_PATH";
     pub const ROCM_PATH: &str = "ROCM_PATH";
+    pub const ROCM_HOME: &str = "ROCM_HOME";
     pub const MLIR_AIR_INSTALL_DIR: &str = "MLIR_AIR_INSTALL_DIR";
     pub const LLVM_BINARY_DIR: &str = "LLVM_BINARY_DIR";
     pub const PEANO_INSTALL_DIR: &str = "PEANO_INSTALL_DIR";
@@ -226,6 +227,12 @@ pub const VARIABLES: &[Variable] = &[
         None,
         "",
         "where an AIE-capable ROCr is (second choice)",
+    ),
+    var(
+        vars::ROCM_HOME,
+        None,
+        "",
+        "where an AIE-capable ROCr is (third choice)",
     ),
     var(
         vars::HSA_TIMEOUT,
@@ -384,6 +391,7 @@ pub const DEFAULT_XRT_MAX_SESSIONS: usize = 8;
 pub struct Locations {
     pub rocr_path: Option<PathBuf>,
     pub rocm_path: Option<PathBuf>,
+    pub rocm_home: Option<PathBuf>,
     pub mlir_air_install_dir: Option<PathBuf>,
     pub llvm_binary_dir: Option<PathBuf>,
     pub peano_install_dir: Option<PathBuf>,
@@ -738,6 +746,7 @@ impl Config {
         let locations = Locations {
             rocr_path: path_var(vars::ROCR_PATH),
             rocm_path: path_var(vars::ROCM_PATH),
+            rocm_home: path_var(vars::ROCM_HOME),
             mlir_air_install_dir: path_var(vars::MLIR_AIR_INSTALL_DIR),
             llvm_binary_dir: path_var(vars::LLVM_BINARY_DIR),
             peano_install_dir: path_var(vars::PEANO_INSTALL_DIR),

@@ -36,6 +36,18 @@ pub fn agent_library() -> PathBuf {
         })
 }
 
+/// Puts the AIE extension header (`include/hsa/hsa_ext_amd_aie.h`) in `prefix`, as an
+/// AIE-capable ROCr ships it; discovery refuses a prefix without it as GPU-only.
+pub fn aie_header(prefix: &Path) {
+    let dir = prefix.join("include/hsa");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("include/hsa/hsa_ext_amd_aie.h"),
+        dir.join("hsa_ext_amd_aie.h"),
+    )
+    .unwrap();
+}
+
 /// A ROCr-shaped prefix holding a private copy of the agent: each copy is a separate library
 /// instance in this process, with its own agent state (its own queue, pools and counters).
 pub struct Prefix {
@@ -57,6 +69,7 @@ impl Prefix {
         let lib = dir.path().join(lib_dir);
         std::fs::create_dir_all(&lib).unwrap();
         std::fs::copy(agent_library(), lib.join(name)).unwrap();
+        aie_header(dir.path());
         Prefix { dir }
     }
 
