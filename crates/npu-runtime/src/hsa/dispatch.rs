@@ -22,6 +22,10 @@ use crate::{DispatchReport, Launch, RuntimeError};
 /// passed in place must start on a 4-byte boundary.
 const DMA_ALIGNMENT: usize = 4;
 
+/// Why a dispatch failed when even a fresh queue refused the kernel's PDI.
+const PDI_CACHE_FULL: &str = "the AIE queue refused a new PDI even on a fresh queue \
+     (HSA_STATUS_ERROR_OUT_OF_RESOURCES: its hardware context caches 32 PDIs)";
+
 /// How often a wait wakes to look at the queue's error flag.
 const WAIT_SLICE: Duration = Duration::from_millis(10);
 
@@ -88,6 +92,8 @@ enum Waited {
 
 enum Failure {
     Device(RuntimeError),
+    /// The queue's hardware context refused a new PDI (it caches 32): nothing ran.
+    PdiCacheFull(RuntimeError),
     TimedOut {
         error: RuntimeError,
         /// Set while the doorbell store has not returned.
@@ -185,14 +191,22 @@ impl Dispatcher {
             kernargs.push((address, arg.len() as u64));
         }
 
-        match self.submit_and_wait(target, launch, &kernargs) {
+        let mut outcome = self.submit_and_wait(target, launch, &kernargs);
+        if let Err(Failure::PdiCacheFull(_)) = &outcome {
+            // The hardware context caches 32 PDIs; a fresh queue starts with an empty cache.
+            // Nothing ran, so the same packet goes again.
+            tracing::debug!("the AIE queue's PDI cache is full; recreating the queue");
+            self.rebuild_after_failure();
+            outcome = self.submit_and_wait(target, launch, &kernargs);
+        }
+        match outcome {
             Ok(device_time) => {
                 report.device_time = device_time;
                 let result = copy_back(target, launch, &staged);
                 self.return_all(staged);
                 result.map(|()| report)
             }
-            Err(Failure::Device(e)) => {
+            Err(Failure::PdiCacheFull(e) | Failure::Device(e)) => {
                 self.rebuild_after_failure();
                 self.return_all(staged);
                 Err(e)
@@ -268,6 +282,9 @@ impl Dispatcher {
             Waited::Completed(v) => Err(device_error(format!(
                 "the NPU reported an error: the completion signal ended at {v} instead of 0"
             ))),
+            Waited::QueueError(hsa_sys::HSA_STATUS_ERROR_OUT_OF_RESOURCES) => {
+                Err(Failure::PdiCacheFull(launch.failed(PDI_CACHE_FULL)))
+            }
             Waited::QueueError(status) => Err(device_error(format!(
                 "the queue reported {} (the queue is rebuilt for the next dispatch)",
                 self.session.hsa.status_text(status)

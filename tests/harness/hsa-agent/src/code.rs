@@ -20,6 +20,9 @@ pub struct KernelObject {
     /// The external variables the kernel relocates against: name, address the application
     /// defined, size the code object declares.
     pub variables: Vec<(String, usize, usize)>,
+    /// A PdiInsts kernel's PDI as the loader placed it: (executable, offset in the blob pool).
+    /// ROCr's PDI cache tells PDIs apart by where they were loaded.
+    pub pdi: Option<(u64, usize)>,
 }
 
 /// Host-side descriptor whose address is the kernel object (ROCr's has version 1 first).
@@ -240,6 +243,7 @@ pub fn freeze(exe: u64) -> hsa_status_t {
                 program: crate::queue::program_of(kernel),
                 kernel: kernel.clone(),
                 variables,
+                pdi: kernel.pdi_offset.map(|offset| (exe, offset)),
             };
             made.push((symbol, address, descriptor, object));
         }

@@ -514,6 +514,34 @@ fn packets_are_checked_and_a_broken_one_suspends_the_queue() {
     );
 }
 
+/// A kernarg block naming one data-pool buffer holding `values`: a packet maker for any kernel
+/// object of a one-buffer kernel, and the buffer.
+fn one_buffer(
+    hsa: &Hsa,
+    values: &[f32],
+) -> (
+    impl Fn(u64) -> hsa_amd_aie_kernel_dispatch_packet_t,
+    *mut u8,
+) {
+    let kernargs = hsa.allocate(KERNARG_POOL, 4096).cast::<u64>();
+    let data = hsa.allocate(DATA_POOL, 4096);
+    let bytes = f32_bytes(values);
+    unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), data, bytes.len());
+        kernargs.write(data as u64);
+        kernargs.add(1).write(bytes.len() as u64);
+    }
+    let packet = move |ko| {
+        hsa_amd_aie_kernel_dispatch_packet_t::new(
+            ko,
+            hsa_signal_t { handle: 0 },
+            1,
+            kernargs.cast(),
+        )
+    };
+    (packet, data)
+}
+
 /// A full-ELF `inc` kernel relocating against `scratch-pad-ctrl`, loaded with the variable
 /// defined at `variable`; returns its kernel object.
 fn full_elf_kernel_with_variable(hsa: &Hsa, variable: *mut u8) -> u64 {
@@ -560,21 +588,7 @@ fn load_and_freeze(
 #[test]
 fn external_variables_outside_the_device_heap_load_but_fail_every_dispatch() {
     let hsa = Hsa::new();
-    let kernargs = hsa.allocate(KERNARG_POOL, 4096).cast::<u64>();
-    let data = hsa.allocate(DATA_POOL, 4096);
-    unsafe {
-        std::ptr::copy_nonoverlapping(f32_bytes(&[1.0, 2.0]).as_ptr(), data, 8);
-        kernargs.write(data as u64);
-        kernargs.add(1).write(8);
-    }
-    let packet = |ko| {
-        hsa_amd_aie_kernel_dispatch_packet_t::new(
-            ko,
-            hsa_signal_t { handle: 0 },
-            1,
-            kernargs.cast(),
-        )
-    };
+    let (packet, data) = one_buffer(&hsa, &[1.0, 2.0]);
 
     // In the data pool: ROCr loads it, the command processor cannot read it.
     let ko = full_elf_kernel_with_variable(&hsa, hsa.allocate(DATA_POOL, 32));
@@ -594,6 +608,42 @@ fn external_variables_outside_the_device_heap_load_but_fail_every_dispatch() {
     assert_eq!(
         f32_values(unsafe { std::slice::from_raw_parts(data, 8) }),
         vec![2.0, 3.0]
+    );
+}
+
+#[test]
+fn a_queue_caches_32_pdis_and_refuses_a_33rd() {
+    let hsa = Hsa::new();
+    // Each executable's loader places its own copy of the PDI: 33 distinct PDIs.
+    let kernels: Vec<u64> = (0..33).map(|_| loaded_kernel(&hsa)).collect();
+    let (packet, _) = one_buffer(&hsa, &[1.0, 2.0]);
+    let queue = Queue::new(&hsa);
+    CALLBACK_STATUS.store(0, Ordering::SeqCst);
+    for &ko in &kernels[..32] {
+        assert_eq!(queue.submit(packet(ko), ready_header(), 2000), 0);
+    }
+    // A PDI already cached runs again.
+    assert_eq!(queue.submit(packet(kernels[0]), ready_header(), 2000), 0);
+    // The 33rd: the submission fails, the signal is left alone, the queue is suspended.
+    assert_eq!(queue.submit(packet(kernels[32]), ready_header(), 2000), 1);
+    assert_eq!(
+        CALLBACK_STATUS.load(Ordering::SeqCst),
+        HSA_STATUS_ERROR_OUT_OF_RESOURCES
+    );
+    assert!(
+        hsa.prefix.last_error().contains("already caches 32"),
+        "{}",
+        hsa.prefix.last_error()
+    );
+    drop(queue);
+    // A fresh queue (a new hardware context) takes it.
+    let queue = Queue::new(&hsa);
+    CALLBACK_STATUS.store(0, Ordering::SeqCst);
+    assert_eq!(queue.submit(packet(kernels[32]), ready_header(), 2000), 0);
+    assert_eq!(
+        hsa.prefix.stats().breaches,
+        0,
+        "a full cache is not a breach"
     );
 }
 

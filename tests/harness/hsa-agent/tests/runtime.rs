@@ -592,6 +592,36 @@ fn views_at_addresses_the_dma_cannot_start_at_are_staged_with_exact_sizes() {
 }
 
 #[test]
+fn more_than_32_pdis_recycle_the_queue_transparently() {
+    let prefix = Prefix::new();
+    let rt = prefix.runtime();
+    // 40 code objects, each loaded with its own PDI; the queue's hardware context caches 32.
+    let programs: Vec<_> = (1..=40)
+        .map(|n| {
+            rt.prepare_bytes(
+                &pdi_insts_hsaco("aie2p", &[("vadd", &add_f32(n), 1)]),
+                "vadd",
+            )
+            .unwrap()
+        })
+        .collect();
+    for (n, program) in (1..=40).zip(&programs) {
+        check_vadd(&rt, program, n);
+    }
+    let stats = prefix.stats();
+    assert_eq!(
+        (
+            stats.packets_completed,
+            stats.packets_failed,
+            stats.breaches
+        ),
+        (40, 1, 0),
+        "the 33rd PDI was refused once, then ran on a fresh queue"
+    );
+    assert!(prefix.last_error().contains("already caches 32"));
+}
+
+#[test]
 fn bad_arguments_are_refused_before_anything_is_submitted() {
     let prefix = Prefix::new();
     let rt = prefix.runtime();
