@@ -57,6 +57,9 @@ impl DoorbellThread {
             .spawn(move || {
                 for (doorbell, value, done) in rx {
                     doorbell.ring(value);
+                    // The doorbell keeps ROCr alive: let go of it before saying the store
+                    // returned, so a runtime dropped right after shuts ROCr down.
+                    drop(doorbell);
                     let _ = done.send(());
                 }
             })
@@ -277,7 +280,15 @@ impl Dispatcher {
                 Some(done_rx)
             }
         };
-        match self.wait(target, started, returned.as_ref()) {
+        let waited = self.wait(target, started, returned.as_ref());
+        if !matches!(waited, Waited::TimedOut(_))
+            && let Some(returned) = &returned
+        {
+            // The packet has ended, so the doorbell store returns (if it has not already):
+            // wait for it before the queue may be torn down under it.
+            let _ = returned.recv();
+        }
+        match waited {
             Waited::Completed(0) => Ok(started.elapsed()),
             Waited::Completed(v) => Err(device_error(format!(
                 "the NPU reported an error: the completion signal ended at {v} instead of 0"
