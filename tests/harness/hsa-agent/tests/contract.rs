@@ -648,6 +648,30 @@ fn a_queue_caches_32_pdis_and_refuses_a_33rd() {
 }
 
 #[test]
+fn the_device_heap_holds_64_mib() {
+    let hsa = Hsa::new();
+    let mut p: *mut c_void = std::ptr::null_mut();
+    let allocate = |size: usize, p: &mut *mut c_void| unsafe {
+        hsa.api()
+            .hsa_amd_memory_pool_allocate(DEV_HEAP_POOL, size, 0, p)
+    };
+    // One allocation larger than the heap: ROCr refuses it as an invalid allocation.
+    assert_eq!(
+        allocate((64 << 20) + 1, &mut p),
+        HSA_STATUS_ERROR_INVALID_ALLOCATION
+    );
+    // The whole heap in one piece is fine; then nothing more fits.
+    assert_eq!(allocate(64 << 20, &mut p), HSA_STATUS_SUCCESS);
+    let mut q: *mut c_void = std::ptr::null_mut();
+    assert_eq!(allocate(4096, &mut q), HSA_STATUS_ERROR_OUT_OF_RESOURCES);
+    assert_eq!(
+        unsafe { hsa.api().hsa_amd_memory_pool_free(p) },
+        HSA_STATUS_SUCCESS
+    );
+    assert_eq!(allocate(4096, &mut q), HSA_STATUS_SUCCESS);
+}
+
+#[test]
 fn queues_follow_the_aie_agents_limits() {
     let hsa = Hsa::new();
     let api = hsa.api();
