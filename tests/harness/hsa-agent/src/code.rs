@@ -193,12 +193,18 @@ pub fn load(exe: u64, reader: u64, arch: &str, columns: u32) -> hsa_status_t {
                         v.name,
                         v.size,
                         if defined.is_some() {
-                            "smaller than that"
+                            "not that many bytes inside one allocation"
                         } else {
                             "not defined"
                         }
                     ));
-                    return HSA_STATUS_ERROR_VARIABLE_UNDEFINED;
+                    // ROCr: undefined → VARIABLE_UNDEFINED; its st_size bytes not inside one
+                    // allocation → INVALID_ALLOCATION (real-toolchain-rules.md §5).
+                    return if defined.is_some() {
+                        HSA_STATUS_ERROR_INVALID_ALLOCATION
+                    } else {
+                        HSA_STATUS_ERROR_VARIABLE_UNDEFINED
+                    };
                 }
             }
         }

@@ -149,6 +149,23 @@ fn symbols_exist_only_after_freeze_and_variables_only_before_load() {
             .contains("not in memory allocated from an AIE pool")
     );
 
+    // Defined, but its 32 bytes run past the end of the allocation: INVALID_ALLOCATION.
+    let small = hsa.allocate(DEV_HEAP_POOL, 4096);
+    let other_exe = hsa.executable();
+    let rc = unsafe {
+        hsa.api().hsa_executable_agent_global_variable_define(
+            other_exe,
+            AIE,
+            name.as_ptr(),
+            small.add(4096 - 16).cast(),
+        )
+    };
+    assert_eq!(rc, HSA_STATUS_SUCCESS);
+    assert_eq!(
+        hsa.load(other_exe, reader),
+        HSA_STATUS_ERROR_INVALID_ALLOCATION
+    );
+
     let var = hsa.allocate(DATA_POOL, 32);
     let rc = unsafe {
         hsa.api()
