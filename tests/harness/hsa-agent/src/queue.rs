@@ -277,7 +277,18 @@ impl Queue {
         let program = k.program.as_ref().map_err(|why| {
             Outcome::DeviceError(format!("kernel {:?} cannot run: {why}", k.kernel.name))
         })?;
-        let ranges: Vec<(usize, usize)> = checked.args.clone();
+        let mut ranges: Vec<(usize, usize)> = checked.args.clone();
+        // A design reads its external variables (its scratchpad) at every dispatch, from the
+        // device heap, whatever the host last stored there (ROCr flushes them itself). A
+        // harness program that declares one pointer parameter more per variable than the
+        // packet passes gets them, in the order the code object lists them.
+        if usize::from(program.num_args) == ranges.len() + k.variables.len() {
+            ranges.extend(
+                k.variables
+                    .iter()
+                    .map(|(_, address, size)| (*address, *size)),
+            );
+        }
         let executed = memory::with_ranges(&ranges, || execute(program, &ranges));
         match executed {
             Ok(Ok(())) => Ok(()),

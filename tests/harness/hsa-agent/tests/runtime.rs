@@ -241,6 +241,66 @@ fn full_elf_kernels_get_their_external_variables() {
     assert_eq!(f32_values(&v), vec![1.0, 42.0]);
 }
 
+/// `out = a + scratch` over `n` f32: arguments a (0) and out (1); the scratchpad, an external
+/// variable, is the third pointer the harness program reads.
+fn add_scratchpad(n: usize) -> String {
+    let pointers = |arg: u8, first: usize| {
+        format!(
+            "%{p} = ptr arg{arg} f32\n%{s} = splat %{p} [{n}]\n%{a} = addptr %{s} %0\n",
+            p = first,
+            s = first + 1,
+            a = first + 2
+        )
+    };
+    format!(
+        "args 3\n%0 = range 0 {n}\n{}%4 = load %3\n{}%8 = load %7\n%9 = addf %4 %8\n{}store %12 %9\n",
+        pointers(0, 1),
+        pointers(2, 5),
+        pointers(1, 10)
+    )
+}
+
+#[test]
+fn a_variable_changed_by_a_plain_store_is_what_the_next_dispatch_reads() {
+    let prefix = Prefix::new();
+    let rt = prefix.runtime();
+    let n = 64;
+    let elf = full_elf(&[Instance {
+        name: "sequence",
+        control: program(&add_scratchpad(n)),
+        args: 2,
+        variables: &[("scratch-pad-ctrl", 4 * n as u32)],
+    }]);
+    let hsaco = full_elf_hsaco(&elf, 8);
+    let vars = [Variable {
+        name: "scratch-pad-ctrl".into(),
+        size: 4 * n as u64,
+    }];
+    let program = rt
+        .prepare_with_variables(CodeSource::Bytes(&hsaco), "main:sequence", &vars)
+        .unwrap();
+    let (addr, len) = rt.variable(&program, "scratch-pad-ctrl").unwrap();
+    assert_eq!(len, 4 * n);
+    let a: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    for step in 0..5 {
+        // The parameter changes with a plain store: no flush, no call into the runtime.
+        let value = 1000.0 * step as f32 + 0.5;
+        let scratch = unsafe { std::slice::from_raw_parts_mut(addr.cast::<f32>(), n) };
+        scratch.fill(value);
+        let mut a_buf = f32_bytes(&a);
+        let mut out = vec![0u8; 4 * n];
+        rt.dispatch(
+            &program,
+            &[arg(&mut a_buf), arg(&mut out)],
+            &DispatchOptions::default(),
+        )
+        .unwrap();
+        let expected: Vec<f32> = a.iter().map(|x| x + value).collect();
+        assert_eq!(f32_values(&out), expected, "dispatch {step}");
+    }
+    assert_eq!(prefix.stats().breaches, 0);
+}
+
 #[test]
 fn unknown_kernels_wrong_arches_and_bad_files_are_clear_errors() {
     let prefix = Prefix::new();
