@@ -4,7 +4,7 @@
 
 mod support;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use npu_runtime::hsa::{CodeSource, HsaTargetProbe, Variable, doctor_report};
@@ -241,37 +241,12 @@ fn full_elf_kernels_get_their_external_variables() {
     assert_eq!(f32_values(&v), vec![1.0, 42.0]);
 }
 
-/// `out = a + scratch` over `n` f32: arguments a (0) and out (1); the scratchpad, an external
-/// variable, is the third pointer the harness program reads.
-fn add_scratchpad(n: usize) -> String {
-    let pointers = |arg: u8, first: usize| {
-        format!(
-            "%{p} = ptr arg{arg} f32\n%{s} = splat %{p} [{n}]\n%{a} = addptr %{s} %0\n",
-            p = first,
-            s = first + 1,
-            a = first + 2
-        )
-    };
-    format!(
-        "args 3\n%0 = range 0 {n}\n{}%4 = load %3\n{}%8 = load %7\n%9 = addf %4 %8\n{}store %12 %9\n",
-        pointers(0, 1),
-        pointers(2, 5),
-        pointers(1, 10)
-    )
-}
-
 #[test]
 fn a_variable_changed_by_a_plain_store_is_what_the_next_dispatch_reads() {
     let prefix = Prefix::new();
     let rt = prefix.runtime();
     let n = 64;
-    let elf = full_elf(&[Instance {
-        name: "sequence",
-        control: program(&add_scratchpad(n)),
-        args: 2,
-        variables: &[("scratch-pad-ctrl", 4 * n as u32)],
-    }]);
-    let hsaco = full_elf_hsaco(&elf, 8);
+    let hsaco = scratchpad_hsaco(n);
     let vars = [Variable {
         name: "scratch-pad-ctrl".into(),
         size: 4 * n as u64,
@@ -299,6 +274,27 @@ fn a_variable_changed_by_a_plain_store_is_what_the_next_dispatch_reads() {
         assert_eq!(f32_values(&out), expected, "dispatch {step}");
     }
     assert_eq!(prefix.stats().breaches, 0);
+}
+
+/// The prebuilt design the Python tests load (`tests/fixtures/prebuilt/`): a full ELF whose
+/// `main:sequence` computes `out = a + scratch-pad-ctrl` over 256 f32, packed into an hsaco.
+/// `NPU_REGENERATE_FIXTURES=1` rewrites it; otherwise the committed file must be what this
+/// builds.
+#[test]
+fn the_prebuilt_fixture_is_what_the_builders_make() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/prebuilt/scratchpad_add.hsaco");
+    let built = scratchpad_hsaco(256);
+    if std::env::var("NPU_REGENERATE_FIXTURES").as_deref() == Ok("1") {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &built).unwrap();
+    }
+    let committed = std::fs::read(&path).unwrap_or_default();
+    assert!(
+        committed == built,
+        "{} is stale; regenerate it with NPU_REGENERATE_FIXTURES=1",
+        path.display()
+    );
 }
 
 #[test]
