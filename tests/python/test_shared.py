@@ -442,3 +442,54 @@ def test_no_runtime_falls_back_to_host_memory_and_logs_why(runtime: str, tmp_pat
     # asked once per process, not at every allocation
     assert stderr.count("cannot be opened") == 1
     assert result["error"], "a launch without a runtime must fail"
+
+
+def test_views_at_odd_offsets_into_device_memory_are_staged_and_exact(tmp_path: Path):
+    # The NPU's DMAs start on 32-bit words (tests/harness/README.md): a view into device memory
+    # that does not is copied through an aligned buffer, by exactly its own bytes.
+    result, _ = run_shared(
+        """
+        out = {}
+        # uint8 views starting 1 byte into device buffers
+        a = shared.zeros(N + 3, "uint8"); b = shared.zeros(N + 3, "uint8")
+        c = shared.full(N + 3, 9, "uint8")
+        a.numpy()[1:N + 1] = np.arange(N) % 100
+        b.numpy()[1:N + 1] = 5
+        views = [shared.from_numpy(t.numpy()[1:N + 1]) for t in (a, b, c)]
+        out["devices"] = [v.device for v in views]
+        before = shared.dispatch_counts()
+        add_kernel[GRID](*views, N, BLOCK=BLOCK)
+        out["u8"] = delta(before)
+        assert np.array_equal(c.numpy()[1:N + 1], (np.arange(N) % 100 + 5).astype(np.uint8))
+        out["u8_outside"] = sorted(set(c.numpy()[[0, N + 1, N + 2]].tolist()))
+
+        # int16 views starting one element (2 bytes) in
+        xs = (np.arange(N) - 2000).astype(np.int16)
+        x = shared.zeros(N + 2, "int16"); y = shared.zeros(N + 2, "int16")
+        z = shared.full(N + 2, -7, "int16")
+        x.numpy()[1:N + 1] = xs
+        y.numpy()[1:N + 1] = 3
+        before = shared.dispatch_counts()
+        add_kernel[GRID](*(shared.from_numpy(t.numpy()[1:N + 1]) for t in (x, y, z)), N,
+                         BLOCK=BLOCK)
+        out["i16"] = delta(before)
+        assert np.array_equal(z.numpy()[1:N + 1], xs + 3)
+        out["i16_outside"] = sorted(set(z.numpy()[[0, N + 1]].tolist()))
+
+        # the same buffers through aligned views still go in place
+        before = shared.dispatch_counts()
+        add_kernel[GRID](*(shared.from_numpy(t.numpy()[4:N + 4]) for t in (a, b, c)), N - 1,
+                         BLOCK=BLOCK)
+        out["aligned"] = delta(before)
+        print(json.dumps(out))
+        """,
+        "hsa",
+        harness_env(tmp_path, AMD_TRITON_NPU_RUNTIME="hsa", AMD_TRITON_NPU_TARGET="npu2"),
+        tmp_path,
+    )
+    assert result["devices"] == ["hsa:0"] * 3
+    assert result["u8"] == [0, 3], "views the DMAs cannot start at are staged"
+    assert result["u8_outside"] == [9], "bytes around the views are untouched"
+    assert result["i16"] == [0, 3]
+    assert result["i16_outside"] == [-7]
+    assert result["aligned"] == [3, 0]

@@ -77,8 +77,8 @@ pub struct RunArgs {
     /// scratch-pad-ctrl:4096). Repeatable.
     #[arg(long = "variable", value_name = "NAME:BYTES", value_parser = parse_variable)]
     pub variables: Vec<Variable>,
-    /// Give up waiting after this many seconds (default: AMD_TRITON_NPU_HSA_TIMEOUT, else wait
-    /// as long as it takes).
+    /// Give up waiting after this many seconds (default: AMD_TRITON_NPU_HSA_TIMEOUT, whose own
+    /// default is 120).
     #[arg(long, value_name = "SECONDS")]
     pub timeout: Option<f64>,
 }

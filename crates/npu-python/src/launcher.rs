@@ -327,36 +327,6 @@ impl Launcher {
         Ok(out)
     }
 
-    fn len_from_shape(
-        &self,
-        py: Python<'_>,
-        arg: &Bound<'_, PyAny>,
-        what: &dyn Fn() -> String,
-    ) -> PyResult<usize> {
-        let itemsize: usize = arg
-            .getattr(intern!(py, "dtype"))
-            .and_then(|d| d.getattr(intern!(py, "itemsize")))
-            .and_then(|s| s.extract())
-            .map_err(|_| {
-                PyTypeError::new_err(format!("{} has no dtype with an itemsize", what()))
-            })?;
-        let mut elements: usize = 1;
-        for dim in arg.getattr(intern!(py, "shape"))?.try_iter()? {
-            let dim: usize = dim?.extract().map_err(|_| {
-                PyValueError::new_err(format!(
-                    "{} has a negative or non-integer dimension",
-                    what()
-                ))
-            })?;
-            elements = elements
-                .checked_mul(dim)
-                .ok_or_else(|| PyValueError::new_err(format!("{} is too large", what())))?;
-        }
-        elements
-            .checked_mul(itemsize)
-            .ok_or_else(|| PyValueError::new_err(format!("{} is too large", what())))
-    }
-
     fn host_buffer(
         &self,
         py: Python<'_>,
@@ -364,57 +334,97 @@ impl Launcher {
         name: &str,
         arg: &Bound<'_, PyAny>,
     ) -> PyResult<HostArg> {
-        let what = || format!("argument {i} ({name}) of {}", self.name);
-        if arg.is_none() {
-            return Err(PyTypeError::new_err(format!(
-                "{} is None; the NPU needs a tensor (an object with data_ptr(), dtype and shape)",
-                what()
-            )));
-        }
-        let ptr: u64 = arg
-            .call_method0(intern!(py, "data_ptr"))
-            .and_then(|p| p.extract())
-            .map_err(|_| {
-                PyTypeError::new_err(format!(
-                    "{} must be a tensor (an object with data_ptr(), dtype and shape), got {}",
-                    what(),
-                    arg.get_type()
-                        .name()
-                        .map(|n| n.to_string())
-                        .unwrap_or_default()
-                ))
-            })?;
-        if let Ok(contiguous) = arg.call_method0(intern!(py, "is_contiguous"))
-            && !contiguous.is_truthy()?
-        {
-            return Err(PyValueError::new_err(format!(
-                "{} is not contiguous; the NPU reads elements × item size bytes from its start: \
-                 pass a contiguous tensor (e.g. x.contiguous())",
-                what()
-            )));
-        }
-        // elements × item size: `nbytes` where the object has it (torch, numpy and
-        // SharedBuffer: one attribute read on the hot path), else from shape and dtype.
-        let len = match arg
-            .getattr(intern!(py, "nbytes"))
-            .and_then(|n| n.extract::<usize>())
-        {
-            Ok(n) => n,
-            Err(_) => self.len_from_shape(py, arg, &what)?,
-        };
-        if len == 0 {
-            return Err(PyValueError::new_err(format!(
-                "{} is empty; the NPU cannot take a zero-size buffer",
-                what()
-            )));
-        }
-        // The object is alive for the whole call (the argument tuple holds it). That
-        // data_ptr() addresses shape × itemsize bytes the kernel may read and write is the
-        // tensor protocol's contract (torch, numpy-backed SharedBuffer); a strided view is
-        // refused above whenever the object can say so (is_contiguous()).
-        HostArg::from_foreign(ptr as usize, len, true)
-            .ok_or_else(|| PyValueError::new_err(format!("{} has a null data pointer", what())))
+        host_arg(py, arg, &|| {
+            format!("argument {i} ({name}) of {}", self.name)
+        })
     }
+}
+
+/// `elements × item size` of a tensor-like object, from its shape and dtype.
+fn len_from_shape(
+    py: Python<'_>,
+    arg: &Bound<'_, PyAny>,
+    what: &dyn Fn() -> String,
+) -> PyResult<usize> {
+    let itemsize: usize = arg
+        .getattr(intern!(py, "dtype"))
+        .and_then(|d| d.getattr(intern!(py, "itemsize")))
+        .and_then(|s| s.extract())
+        .map_err(|_| PyTypeError::new_err(format!("{} has no dtype with an itemsize", what())))?;
+    let mut elements: usize = 1;
+    for dim in arg.getattr(intern!(py, "shape"))?.try_iter()? {
+        let dim: usize = dim?.extract().map_err(|_| {
+            PyValueError::new_err(format!(
+                "{} has a negative or non-integer dimension",
+                what()
+            ))
+        })?;
+        elements = elements
+            .checked_mul(dim)
+            .ok_or_else(|| PyValueError::new_err(format!("{} is too large", what())))?;
+    }
+    elements
+        .checked_mul(itemsize)
+        .ok_or_else(|| PyValueError::new_err(format!("{} is too large", what())))
+}
+
+/// A tensor-like Python object (`data_ptr()`, `nbytes` or `shape` and `dtype`, and
+/// `is_contiguous()` where it has one) as a host buffer; `what` names it in errors. The object
+/// must stay alive while the buffer is used.
+pub(crate) fn host_arg(
+    py: Python<'_>,
+    arg: &Bound<'_, PyAny>,
+    what: &dyn Fn() -> String,
+) -> PyResult<HostArg> {
+    if arg.is_none() {
+        return Err(PyTypeError::new_err(format!(
+            "{} is None; the NPU needs a tensor (an object with data_ptr(), dtype and shape)",
+            what()
+        )));
+    }
+    let ptr: u64 = arg
+        .call_method0(intern!(py, "data_ptr"))
+        .and_then(|p| p.extract())
+        .map_err(|_| {
+            PyTypeError::new_err(format!(
+                "{} must be a tensor (an object with data_ptr(), dtype and shape), got {}",
+                what(),
+                arg.get_type()
+                    .name()
+                    .map(|n| n.to_string())
+                    .unwrap_or_default()
+            ))
+        })?;
+    if let Ok(contiguous) = arg.call_method0(intern!(py, "is_contiguous"))
+        && !contiguous.is_truthy()?
+    {
+        return Err(PyValueError::new_err(format!(
+            "{} is not contiguous; the NPU reads elements × item size bytes from its start: \
+             pass a contiguous tensor (e.g. x.contiguous())",
+            what()
+        )));
+    }
+    // elements × item size: `nbytes` where the object has it (torch, numpy and
+    // SharedBuffer: one attribute read on the hot path), else from shape and dtype.
+    let len = match arg
+        .getattr(intern!(py, "nbytes"))
+        .and_then(|n| n.extract::<usize>())
+    {
+        Ok(n) => n,
+        Err(_) => len_from_shape(py, arg, what)?,
+    };
+    if len == 0 {
+        return Err(PyValueError::new_err(format!(
+            "{} is empty; the NPU cannot take a zero-size buffer",
+            what()
+        )));
+    }
+    // The object is alive for the whole call (the argument tuple holds it). That
+    // data_ptr() addresses shape × itemsize bytes the kernel may read and write is the
+    // tensor protocol's contract (torch, numpy-backed SharedBuffer); a strided view is
+    // refused above whenever the object can say so (is_contiguous()).
+    HostArg::from_foreign(ptr as usize, len, true)
+        .ok_or_else(|| PyValueError::new_err(format!("{} has a null data pointer", what())))
 }
 
 /// The ttsharedir text Triton passes as the kernel "function".

@@ -17,6 +17,7 @@ mod interrupt;
 mod ir;
 mod launcher;
 mod logging;
+mod prebuilt;
 mod shared;
 mod target;
 mod toolchain;
@@ -34,6 +35,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     launcher::register(m)?;
     chain::register(m)?;
     shared::register(m)?;
+    prebuilt::register(m)?;
     target::register(m)?;
     Ok(())
 }

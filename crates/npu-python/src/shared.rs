@@ -52,12 +52,7 @@ impl SharedAllocation {
     /// numpy keeps this object as the array's `base`, which keeps the memory alive.
     #[getter]
     fn __array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let d = PyDict::new(py);
-        d.set_item("version", 3)?;
-        d.set_item("shape", (self.buffer.len(),))?;
-        d.set_item("typestr", "|u1")?;
-        d.set_item("data", (self.address(), false))?;
-        Ok(d)
+        array_interface(py, self.address(), self.buffer.len())
     }
 
     fn __repr__(&self) -> String {
@@ -68,6 +63,21 @@ impl SharedAllocation {
             self.buffer.len()
         )
     }
+}
+
+/// numpy's array interface (version 3) for `len` writable bytes at `address`, as a flat
+/// `uint8` array; the object exposing it must keep the memory alive.
+pub(crate) fn array_interface(
+    py: Python<'_>,
+    address: usize,
+    len: usize,
+) -> PyResult<Bound<'_, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("version", 3)?;
+    d.set_item("shape", (len,))?;
+    d.set_item("typestr", "|u1")?;
+    d.set_item("data", (address, false))?;
+    Ok(d)
 }
 
 /// `shared_alloc(nbytes, runtime, host)`: a shared buffer of `nbytes` from the process-wide

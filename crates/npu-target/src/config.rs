@@ -103,6 +103,7 @@ pub mod vars {
     pub const REMOTE_CACHE_TIMEOUT: &str = "AMD_TRITON_NPU_REMOTE_CACHE_TIMEOUT";
     pub const ROCR_PATH: &str = "AMD_NPU_ROCR_PATH";
     pub const ROCM_PATH: &str = "ROCM_PATH";
+    pub const ROCM_HOME: &str = "ROCM_HOME";
     pub const MLIR_AIR_INSTALL_DIR: &str = "MLIR_AIR_INSTALL_DIR";
     pub const LLVM_BINARY_DIR: &str = "LLVM_BINARY_DIR";
     pub const PEANO_INSTALL_DIR: &str = "PEANO_INSTALL_DIR";
@@ -228,10 +229,16 @@ pub const VARIABLES: &[Variable] = &[
         "where an AIE-capable ROCr is (second choice)",
     ),
     var(
+        vars::ROCM_HOME,
+        None,
+        "",
+        "where an AIE-capable ROCr is (third choice)",
+    ),
+    var(
         vars::HSA_TIMEOUT,
         None,
         "",
-        "seconds an HSA dispatch may take",
+        "seconds an HSA dispatch may take (default 120; 0 or less: no limit)",
     ),
     var(
         vars::HSA_VERIFY_WRITEBACK,
@@ -334,6 +341,10 @@ pub const VARIABLES: &[Variable] = &[
 
 /// Default for `AMD_TRITON_NPU_COMPILE_TIMEOUT`: one hour, as long as a large aircc run may take.
 pub const DEFAULT_COMPILE_TIMEOUT: Duration = Duration::from_secs(3600);
+/// Default for `AMD_TRITON_NPU_HSA_TIMEOUT`: a hung NPU must not hang the caller forever
+/// (ROCr waits forever inside the doorbell store), and no kernel of a working device runs
+/// this long.
+pub const DEFAULT_HSA_TIMEOUT: Duration = Duration::from_secs(120);
 /// Default for `AMD_TRITON_NPU_CACHE_WAIT_TIMEOUT`: how long a process waits for another
 /// process's build of the same kernel (two hours: two full-length tool runs).
 pub const DEFAULT_CACHE_WAIT_TIMEOUT: Duration = Duration::from_secs(7200);
@@ -384,6 +395,7 @@ pub const DEFAULT_XRT_MAX_SESSIONS: usize = 8;
 pub struct Locations {
     pub rocr_path: Option<PathBuf>,
     pub rocm_path: Option<PathBuf>,
+    pub rocm_home: Option<PathBuf>,
     pub mlir_air_install_dir: Option<PathBuf>,
     pub llvm_binary_dir: Option<PathBuf>,
     pub peano_install_dir: Option<PathBuf>,
@@ -677,7 +689,7 @@ impl Config {
                 })?,
         };
         let hsa_timeout = match env_only(vars::HSA_TIMEOUT) {
-            None => None,
+            None => Some(DEFAULT_HSA_TIMEOUT),
             Some(v) => parse_seconds(&v, Source::Env(vars::HSA_TIMEOUT))?,
         };
         let compile_timeout = match env_only(vars::COMPILE_TIMEOUT) {
@@ -738,6 +750,7 @@ impl Config {
         let locations = Locations {
             rocr_path: path_var(vars::ROCR_PATH),
             rocm_path: path_var(vars::ROCM_PATH),
+            rocm_home: path_var(vars::ROCM_HOME),
             mlir_air_install_dir: path_var(vars::MLIR_AIR_INSTALL_DIR),
             llvm_binary_dir: path_var(vars::LLVM_BINARY_DIR),
             peano_install_dir: path_var(vars::PEANO_INSTALL_DIR),
@@ -806,7 +819,11 @@ mod tests {
         assert_eq!(c.transform_tiling_script, None);
         assert_eq!(c.air_project_path, None);
         assert_eq!(c.xrt_max_sessions, 8);
-        assert_eq!(c.hsa_timeout, None);
+        assert_eq!(
+            c.hsa_timeout,
+            Some(DEFAULT_HSA_TIMEOUT),
+            "finite by default"
+        );
         assert_eq!(c.compile_timeout, Duration::from_secs(3600));
         assert_eq!(c.cache_max_bytes, None);
     }
@@ -952,7 +969,7 @@ mod tests {
         assert_eq!(c.hsa_timeout, Some(Duration::from_millis(2500)));
         assert_eq!(c.compile_timeout, Duration::from_secs(10));
         assert_eq!(c.cache_max_bytes, Some(10 << 30));
-        // Upstream: a non-positive HSA timeout turns the watchdog off.
+        // Upstream: a non-positive HSA timeout turns the watchdog off (only when asked for).
         assert_eq!(
             load(&[("AMD_TRITON_NPU_HSA_TIMEOUT", "0")])
                 .unwrap()

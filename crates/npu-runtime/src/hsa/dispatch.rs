@@ -17,6 +17,15 @@ use crate::raw::hsa::{AieQueue, Doorbell, PoolAllocation, SubmitError};
 use crate::shared::Placement;
 use crate::{DispatchReport, Launch, RuntimeError};
 
+/// The start-address alignment the NPU's shim DMAs need: their buffer descriptors hold
+/// addresses in 32-bit words (aie-rt `Aie2ShimDmaProp`, `AddrAlignShift` 2), so a buffer
+/// passed in place must start on a 4-byte boundary.
+const DMA_ALIGNMENT: usize = 4;
+
+/// Why a dispatch failed when even a fresh queue refused the kernel's PDI.
+const PDI_CACHE_FULL: &str = "the AIE queue refused a new PDI even on a fresh queue \
+     (HSA_STATUS_ERROR_OUT_OF_RESOURCES: its hardware context caches 32 PDIs)";
+
 /// How often a wait wakes to look at the queue's error flag.
 const WAIT_SLICE: Duration = Duration::from_millis(10);
 
@@ -48,6 +57,9 @@ impl DoorbellThread {
             .spawn(move || {
                 for (doorbell, value, done) in rx {
                     doorbell.ring(value);
+                    // The doorbell keeps ROCr alive: let go of it before saying the store
+                    // returned, so a runtime dropped right after shuts ROCr down.
+                    drop(doorbell);
                     let _ = done.send(());
                 }
             })
@@ -83,6 +95,8 @@ enum Waited {
 
 enum Failure {
     Device(RuntimeError),
+    /// The queue's hardware context refused a new PDI (it caches 32): nothing ran.
+    PdiCacheFull(RuntimeError),
     TimedOut {
         error: RuntimeError,
         /// Set while the doorbell store has not returned.
@@ -156,11 +170,13 @@ impl Dispatcher {
         let mut staged: Vec<Staged> = Vec::new();
         for (i, arg) in launch.args().iter().enumerate() {
             let address = match launch.placement(i) {
-                Placement::Shared { .. } => {
+                Placement::Shared { .. } if arg.address().is_multiple_of(DMA_ALIGNMENT) => {
                     report.in_place += 1;
                     arg.address() as u64
                 }
-                Placement::Host => {
+                // Host memory, or a view into a shared buffer at an address the NPU's DMAs
+                // cannot start at: copied through an aligned staging buffer.
+                Placement::Shared { .. } | Placement::Host => {
                     let mut buffer = match self.staging.take(&self.session, arg.len()) {
                         Ok(b) => b,
                         Err(e) => {
@@ -178,14 +194,22 @@ impl Dispatcher {
             kernargs.push((address, arg.len() as u64));
         }
 
-        match self.submit_and_wait(target, launch, &kernargs) {
+        let mut outcome = self.submit_and_wait(target, launch, &kernargs);
+        if let Err(Failure::PdiCacheFull(_)) = &outcome {
+            // The hardware context caches 32 PDIs; a fresh queue starts with an empty cache.
+            // Nothing ran, so the same packet goes again.
+            tracing::debug!("the AIE queue's PDI cache is full; recreating the queue");
+            self.rebuild_after_failure();
+            outcome = self.submit_and_wait(target, launch, &kernargs);
+        }
+        match outcome {
             Ok(device_time) => {
                 report.device_time = device_time;
                 let result = copy_back(target, launch, &staged);
                 self.return_all(staged);
                 result.map(|()| report)
             }
-            Err(Failure::Device(e)) => {
+            Err(Failure::PdiCacheFull(e) | Failure::Device(e)) => {
                 self.rebuild_after_failure();
                 self.return_all(staged);
                 Err(e)
@@ -256,11 +280,22 @@ impl Dispatcher {
                 Some(done_rx)
             }
         };
-        match self.wait(target, started, returned.as_ref()) {
+        let waited = self.wait(target, started, returned.as_ref());
+        if !matches!(waited, Waited::TimedOut(_))
+            && let Some(returned) = &returned
+        {
+            // The packet has ended, so the doorbell store returns (if it has not already):
+            // wait for it before the queue may be torn down under it.
+            let _ = returned.recv();
+        }
+        match waited {
             Waited::Completed(0) => Ok(started.elapsed()),
             Waited::Completed(v) => Err(device_error(format!(
                 "the NPU reported an error: the completion signal ended at {v} instead of 0"
             ))),
+            Waited::QueueError(hsa_sys::HSA_STATUS_ERROR_OUT_OF_RESOURCES) => {
+                Err(Failure::PdiCacheFull(launch.failed(PDI_CACHE_FULL)))
+            }
             Waited::QueueError(status) => Err(device_error(format!(
                 "the queue reported {} (the queue is rebuilt for the next dispatch)",
                 self.session.hsa.status_text(status)

@@ -7,7 +7,6 @@ use npu_target::Config;
 
 use super::HsaRuntime;
 use super::discovery::{self, Refusal};
-use super::session::Session;
 
 /// The AIE agent as ROCr reports it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -78,27 +77,26 @@ pub fn doctor_report(config: &Config, site_packages: &[PathBuf]) -> HsaReport {
             }),
         };
     }
-    let found = discovery::discover(config, site_packages);
-    let Some((candidate, library)) = found.found else {
+    let (found, device_error) = super::session::discover(config, site_packages);
+    let Some((candidate, session)) = found.found else {
         return HsaReport {
             library: None,
             source: None,
-            agent: Err(discovery::not_found_message(&found.refused)),
+            agent: Err(device_error.map_or_else(
+                || discovery::not_found_message(&found.refused),
+                |e| e.to_string(),
+            )),
             refused: found.refused,
         };
     };
-    let path = library.path().to_owned();
-    let agent = Session::open(library)
-        .map(|s| AgentReport {
-            name: s.agent_name.clone(),
-            columns: s.columns,
-            device_heap: s.pools.dev_heap.is_some(),
-        })
-        .map_err(|e| e.to_string());
     HsaReport {
-        library: Some(path),
+        library: Some(session.library_path()),
         source: Some(candidate.source),
         refused: found.refused,
-        agent,
+        agent: Ok(AgentReport {
+            name: session.agent_name.clone(),
+            columns: session.columns,
+            device_heap: session.pools.dev_heap.is_some(),
+        }),
     }
 }

@@ -110,13 +110,14 @@ impl HsaRuntime {
     /// A new runtime over the ROCr that discovery finds. Prefer [`HsaRuntime::global`]: the
     /// AIE agent allows one queue, so a second runtime on the same ROCr fails to create it.
     pub fn open(config: &Config, site_packages: &[PathBuf]) -> Result<HsaRuntime, RuntimeError> {
-        let found = discovery::discover(config, site_packages);
-        let Some((candidate, library)) = found.found else {
-            return Err(RuntimeError::NotFound(discovery::not_found_message(
-                &found.refused,
-            )));
+        let (found, device_error) = session::discover(config, site_packages);
+        let Some((candidate, session)) = found.found else {
+            // A ROCr that loaded but has no NPU to drive says more than the list of places.
+            return Err(device_error.unwrap_or_else(|| {
+                RuntimeError::NotFound(discovery::not_found_message(&found.refused))
+            }));
         };
-        HsaRuntime::start(library, candidate.source, config)
+        HsaRuntime::start(session, candidate.source, config)
     }
 
     /// A new runtime over the `libhsa-runtime64` at `library` (no search).
@@ -129,15 +130,15 @@ impl HsaRuntime {
                 discovery::INSTALL_HINT
             ))
         })?;
-        HsaRuntime::start(lib, "explicit library".to_owned(), config)
+        HsaRuntime::start(Session::open(lib)?, "explicit library".to_owned(), config)
     }
 
     fn start(
-        library: hsa_sys::HsaLibrary,
+        session: Session,
         source: String,
         config: &Config,
     ) -> Result<HsaRuntime, RuntimeError> {
-        let session = Arc::new(Session::open(library)?);
+        let session = Arc::new(session);
         let dispatcher = Dispatcher::new(&session)?;
         tracing::debug!(
             library = %session.library_path().display(),

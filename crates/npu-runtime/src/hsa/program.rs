@@ -20,7 +20,7 @@ pub enum CodeSource<'a> {
 }
 
 /// An external variable the code object relocates against: the runtime allocates `size`
-/// bytes of device-visible memory and defines `name` at that address before loading.
+/// bytes in the agent's device heap and defines `name` at that address before loading.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Variable {
     pub name: String,
@@ -181,7 +181,16 @@ fn define_variables(
                     v.name, v.size
                 ))
             })?;
-        let memory = PoolAllocation::new(&session.hsa, session.pools.data, size)?;
+        // The command processor reads external variables only from the device heap (the
+        // device-SVM pool): one in the data pool loads, then every dispatch fails.
+        let dev_heap = session.pools.dev_heap.ok_or_else(|| {
+            job.refuse(format!(
+                "variable {:?} must live in the AIE agent's device heap, and this ROCr reports \
+                 no device-heap pool (COARSE_GRAINED with RUNTIME_ALLOC_REC_GRANULE 0)",
+                v.name
+            ))
+        })?;
+        let memory = PoolAllocation::new(&session.hsa, dev_heap, size)?;
         executable
             .define_variable(session.agent, &c_name, memory)
             .map_err(|e| {

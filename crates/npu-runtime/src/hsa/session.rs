@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use hsa_sys::HsaLibrary;
 
+use super::discovery;
 use crate::RuntimeError;
 use crate::raw::hsa::{Agent, AgentU32, DeviceType, Hsa, HsaError, Pool, PoolInfo};
 
@@ -14,9 +15,10 @@ use crate::raw::hsa::{Agent, AgentU32, DeviceType, Hsa, HsaError, Pool, PoolInfo
 pub(crate) struct Pools {
     /// `KERNARG_INIT`, allocatable: the kernarg blocks.
     pub kernarg: Pool,
-    /// `COARSE`, allocatable, not `KERNARG_INIT`: tensors and external variables.
+    /// `COARSE`, allocatable, not `KERNARG_INIT`: tensors.
     pub data: Pool,
-    /// `COARSE` with recommended granule 0: the device heap ROCr's loader fills (reported only).
+    /// `COARSE` with recommended granule 0: the device heap (device-SVM), where ROCr's loader
+    /// puts code and where external variables must live.
     pub dev_heap: Option<Pool>,
 }
 
@@ -86,6 +88,27 @@ impl Session {
     pub fn library_path(&self) -> PathBuf {
         self.hsa.library_path().to_owned()
     }
+}
+
+/// Discovery that accepts a ROCr only once it initialises and reports an AIE agent: the
+/// search result, and the first such failure (what to report when nothing was accepted).
+pub(crate) fn discover(
+    config: &npu_target::Config,
+    site_packages: &[PathBuf],
+) -> (discovery::Discovery<Session>, Option<RuntimeError>) {
+    let mut device_error = None;
+    let found = discovery::discover_with(config, site_packages, |_, library| {
+        Session::open(library).map_err(|e| {
+            let reason = e
+                .to_string()
+                .replace(discovery::INSTALL_HINT, "")
+                .trim()
+                .to_owned();
+            device_error.get_or_insert(e);
+            reason
+        })
+    });
+    (found, device_error)
 }
 
 /// The first agent of type AIE, or an error listing the agents ROCr reported.

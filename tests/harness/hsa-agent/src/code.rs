@@ -17,6 +17,12 @@ pub struct KernelObject {
     pub kernel: Kernel,
     /// The harness program the kernel's code carries, or why it has none.
     pub program: Result<Program, String>,
+    /// The external variables the kernel relocates against: name, address the application
+    /// defined, size the code object declares.
+    pub variables: Vec<(String, usize, usize)>,
+    /// A PdiInsts kernel's PDI as the loader placed it: (executable, offset in the blob pool).
+    /// ROCr's PDI cache tells PDIs apart by where they were loaded.
+    pub pdi: Option<(u64, usize)>,
 }
 
 /// Host-side descriptor whose address is the kernel object (ROCr's has version 1 first).
@@ -187,12 +193,18 @@ pub fn load(exe: u64, reader: u64, arch: &str, columns: u32) -> hsa_status_t {
                         v.name,
                         v.size,
                         if defined.is_some() {
-                            "smaller than that"
+                            "not that many bytes inside one allocation"
                         } else {
                             "not defined"
                         }
                     ));
-                    return HSA_STATUS_ERROR_VARIABLE_UNDEFINED;
+                    // ROCr: undefined → VARIABLE_UNDEFINED; its st_size bytes not inside one
+                    // allocation → INVALID_ALLOCATION (real-toolchain-rules.md §5).
+                    return if defined.is_some() {
+                        HSA_STATUS_ERROR_INVALID_ALLOCATION
+                    } else {
+                        HSA_STATUS_ERROR_VARIABLE_UNDEFINED
+                    };
                 }
             }
         }
@@ -224,9 +236,20 @@ pub fn freeze(exe: u64) -> hsa_status_t {
             let address = &*descriptor as *const Descriptor as u64;
             let symbol = state::next_handle();
             e.symbols.insert(kernel.name.clone(), (symbol, address));
+            // Load checked that every variable is defined.
+            let variables = kernel
+                .variables
+                .iter()
+                .filter_map(|v| {
+                    let address = *e.variables.get(&v.name)?;
+                    Some((v.name.clone(), address, v.size as usize))
+                })
+                .collect();
             let object = KernelObject {
                 program: crate::queue::program_of(kernel),
                 kernel: kernel.clone(),
+                variables,
+                pdi: kernel.pdi_offset.map(|offset| (exe, offset)),
             };
             made.push((symbol, address, descriptor, object));
         }

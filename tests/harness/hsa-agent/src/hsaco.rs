@@ -71,6 +71,8 @@ pub struct Kernel {
     pub name: String,
     pub code: Code,
     pub pdi_size: usize,
+    /// PdiInsts: where the PDI lies in the blob pool (kernels sharing one PDI share it).
+    pub pdi_offset: Option<usize>,
     pub kernarg_size: u32,
     /// For FullElf: the argument count the control code's relocations imply.
     pub elf_args: Option<u32>,
@@ -435,6 +437,7 @@ fn load_entry(section: &[u8], e: Entry, arch: &str, columns: u32) -> Result<Kern
             name,
             code: Code::Insts(insts),
             pdi_size: e.pdi.1,
+            pdi_offset: Some(e.pdi.0),
             kernarg_size: e.kernarg_size,
             elf_args: None,
             variables: Vec::new(),
@@ -466,6 +469,7 @@ fn load_entry(section: &[u8], e: Entry, arch: &str, columns: u32) -> Result<Kern
         name,
         code: Code::Control(instance.control),
         pdi_size: instance.pdi_bytes,
+        pdi_offset: None,
         kernarg_size: computed,
         elf_args: Some(instance.args),
         variables: instance.variables,

@@ -132,6 +132,14 @@ pub fn allocate(pool: Pool, size: usize, flags: u32) -> Result<*mut u8, hsa_stat
         .ok_or(HSA_STATUS_ERROR_OUT_OF_RESOURCES)?;
     let layout =
         Layout::from_size_align(rounded, PAGE).map_err(|_| HSA_STATUS_ERROR_OUT_OF_RESOURCES)?;
+    if pool == Pool::DevHeap && rounded > DEV_HEAP_BYTES {
+        // ROCr's AllocateMemory: one device-heap allocation cannot exceed the 64 MiB heap.
+        crate::state::device_error(&format!(
+            "hsa_amd_memory_pool_allocate: {size} bytes from the device heap, which holds \
+             {DEV_HEAP_BYTES} bytes"
+        ));
+        return Err(HSA_STATUS_ERROR_INVALID_ALLOCATION);
+    }
     let mut memory = lock(&MEMORY);
     if pool == Pool::DevHeap {
         if memory.dev_heap_used + rounded > DEV_HEAP_BYTES {

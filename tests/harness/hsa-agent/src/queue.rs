@@ -8,7 +8,7 @@
 //! completion signal; later doorbells are ignored until the queue is destroyed.
 
 use std::alloc::Layout;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -24,6 +24,14 @@ use crate::memory;
 use crate::signal;
 use crate::state::{self, AgentConfig, FaultKind, STATS, lock};
 
+/// Buffer start addresses the shim DMAs can use: their buffer descriptors hold addresses in
+/// 32-bit words (aie-rt `Aie2ShimDmaProp`: `AddrAlignShift` 2).
+const DMA_ALIGNMENT: usize = 4;
+
+/// Distinct PDIs one queue's hardware context caches: one bit each in a 32-bit CU mask
+/// (ROCr `amd_xdna_driver.h` `PDICache`, real-toolchain-rules.md §5).
+pub const MAX_PDIS: usize = 32;
+
 /// The only queue size the AIE agent accepts.
 pub const QUEUE_SIZE: u32 = 64;
 
@@ -33,6 +41,9 @@ pub type ErrorCallback = unsafe extern "C" fn(hsa_status_t, *mut hsa_queue_t, *m
 enum Outcome {
     /// The packet broke the contract: suspend the queue, call the callback, leave the signal.
     Breach(hsa_status_t, String),
+    /// ROCr cannot take the packet now (a limit was reached): reported like a breach, but it
+    /// is not one.
+    Refused(hsa_status_t, String),
     /// The simulated device failed the kernel: complete it with a negative signal.
     DeviceError(String),
     /// `NPU_HARNESS_FAULT`.
@@ -46,6 +57,8 @@ struct Control {
     shutdown: bool,
     /// Set after an error: later packets are not processed.
     suspended: bool,
+    /// The PDIs this queue's hardware context has cached.
+    pdis: HashSet<(u64, usize)>,
 }
 
 pub struct Queue {
@@ -134,7 +147,7 @@ impl Queue {
             packet.header = full as u16;
             packet.opcode = (full >> 16) as u16;
             let nth = PACKETS_SEEN.fetch_add(1, Ordering::Relaxed) + 1;
-            let outcome = match check(&packet, read) {
+            let outcome = match check(&packet, read).and_then(|c| self.cache_pdi(c)) {
                 Err(o) => Err(o),
                 Ok(checked) => self.run(checked, nth),
             };
@@ -191,11 +204,14 @@ impl Queue {
                     }
                     return;
                 }
+                Err(Outcome::Refused(status, why)) => {
+                    state::device_error(&format!("packet {read}: {why}"));
+                    self.fail_submission(status);
+                    return;
+                }
                 Err(Outcome::Breach(status, rule)) => {
                     state::breach(&format!("packet {read}: {rule}"));
-                    self.suspend();
-                    STATS.packets_failed.fetch_add(1, Ordering::Relaxed);
-                    self.report(status);
+                    self.fail_submission(status);
                     return;
                 }
             }
@@ -211,6 +227,14 @@ impl Queue {
         self.read_index.store(read + 1, Ordering::Release);
     }
 
+    /// ROCr's answer to a submission it cannot take: the queue is suspended and the callback
+    /// gets `status`; the completion signal is left alone.
+    fn fail_submission(&self, status: hsa_status_t) {
+        self.suspend();
+        STATS.packets_failed.fetch_add(1, Ordering::Relaxed);
+        self.report(status);
+    }
+
     fn suspend(&self) {
         lock(&self.control).suspended = true;
     }
@@ -218,6 +242,29 @@ impl Queue {
     fn report(&self, status: hsa_status_t) {
         // SAFETY: the callback and its data were given to hsa_queue_create for this queue.
         unsafe { (self.callback)(status, self.hsa_ptr(), self.callback_data as *mut c_void) };
+    }
+
+    /// Caches the kernel's PDI in the hardware context, which holds [`MAX_PDIS`]: past that,
+    /// ROCr fails the submission (`PDICache::SetNext`).
+    fn cache_pdi(&self, checked: Checked) -> Result<Checked, Outcome> {
+        let Some(pdi) = checked.kernel.pdi else {
+            return Ok(checked);
+        };
+        let mut control = lock(&self.control);
+        if !control.pdis.contains(&pdi) {
+            if control.pdis.len() >= MAX_PDIS {
+                return Err(Outcome::Refused(
+                    HSA_STATUS_ERROR_OUT_OF_RESOURCES,
+                    format!(
+                        "kernel {:?} brings a new PDI, and this queue's hardware context already \
+                         caches {MAX_PDIS} (one CU-mask bit each): destroy and recreate the queue",
+                        checked.kernel.kernel.name
+                    ),
+                ));
+            }
+            control.pdis.insert(pdi);
+        }
+        Ok(checked)
     }
 
     fn run(&self, checked: Checked, nth: u64) -> Result<(), Outcome> {
@@ -230,7 +277,18 @@ impl Queue {
         let program = k.program.as_ref().map_err(|why| {
             Outcome::DeviceError(format!("kernel {:?} cannot run: {why}", k.kernel.name))
         })?;
-        let ranges: Vec<(usize, usize)> = checked.args.clone();
+        let mut ranges: Vec<(usize, usize)> = checked.args.clone();
+        // A design reads its external variables (its scratchpad) at every dispatch, from the
+        // device heap, whatever the host last stored there (ROCr flushes them itself). A
+        // harness program that declares one pointer parameter more per variable than the
+        // packet passes gets them, in the order the code object lists them.
+        if usize::from(program.num_args) == ranges.len() + k.variables.len() {
+            ranges.extend(
+                k.variables
+                    .iter()
+                    .map(|(_, address, size)| (*address, *size)),
+            );
+        }
         let executed = memory::with_ranges(&ranges, || execute(program, &ranges));
         match executed {
             Ok(Ok(())) => Ok(()),
@@ -340,6 +398,27 @@ fn check(p: &hsa_amd_aie_kernel_dispatch_packet_t, index: u64) -> Result<Checked
              not name a kernel object)"
         ));
     };
+    // The command processor reads a full-ELF kernel's external variables (its scratchpad)
+    // only from the device heap (device-SVM pool); elsewhere the kernel loads but every
+    // dispatch fails (real-toolchain-rules.md §5).
+    for (name, address, size) in &kernel.variables {
+        let pool = memory::pool_of_range(*address, (*size).max(1));
+        if pool != Some(memory::Pool::DevHeap) {
+            return Err(Outcome::Breach(
+                HSA_STATUS_ERROR_INVALID_ALLOCATION,
+                format!(
+                    "external variable {name:?} of kernel {:?} ({address:#x}, {size} bytes) is \
+                     {}, not in the device heap: allocate it from the device-SVM pool \
+                     (COARSE_GRAINED, RUNTIME_ALLOC_REC_GRANULE 0)",
+                    kernel.kernel.name,
+                    match pool {
+                        Some(p) => format!("in the {p:?} pool"),
+                        None => "in no live AIE pool allocation".to_owned(),
+                    }
+                ),
+            ));
+        }
+    }
     let n = usize::from(p.num_kernargs);
     let kernarg = p.kernarg_address as usize;
     if (n == 0) != (kernarg == 0) {
@@ -395,6 +474,16 @@ fn check(p: &hsa_amd_aie_kernel_dispatch_packet_t, index: u64) -> Result<Checked
                     format!(
                         "argument {i} ({addr:#x}, {size} bytes) is not inside memory allocated \
                          from an AIE pool (kernarg layout: {n} addresses, then {n} sizes)"
+                    ),
+                ));
+            }
+            if !addr.is_multiple_of(DMA_ALIGNMENT) {
+                return Err(Outcome::Breach(
+                    HSA_STATUS_ERROR_INVALID_ARGUMENT,
+                    format!(
+                        "argument {i} starts at {addr:#x}, not on a 4-byte boundary: the shim DMAs \
+                     address host memory in 32-bit words (the device would drop the low bits \
+                     and move the wrong bytes)"
                     ),
                 ));
             }

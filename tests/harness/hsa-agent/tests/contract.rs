@@ -17,6 +17,9 @@ const AIE: hsa_agent_t = hsa_agent_t {
 const KERNARG_POOL: hsa_amd_memory_pool_t = hsa_amd_memory_pool_t {
     handle: 0xA1E0_0100,
 };
+const DEV_HEAP_POOL: hsa_amd_memory_pool_t = hsa_amd_memory_pool_t {
+    handle: 0xA1E0_0101,
+};
 const DATA_POOL: hsa_amd_memory_pool_t = hsa_amd_memory_pool_t {
     handle: 0xA1E0_0102,
 };
@@ -106,16 +109,22 @@ impl Hsa {
     }
 }
 
-#[test]
-fn symbols_exist_only_after_freeze_and_variables_only_before_load() {
-    let hsa = Hsa::new();
+/// A full-ELF `main:sequence` (`inc` over one buffer) relocating against a 32-byte
+/// `scratch-pad-ctrl`.
+fn scratchpad_hsaco() -> Vec<u8> {
     let elf = support::elf32::full_elf(&[support::elf32::Instance {
         name: "sequence",
         control: program(&increment(2)),
         args: 1,
         variables: &[("scratch-pad-ctrl", 32)],
     }]);
-    let hsaco = full_elf_hsaco(&elf, 4);
+    full_elf_hsaco(&elf, 4)
+}
+
+#[test]
+fn symbols_exist_only_after_freeze_and_variables_only_before_load() {
+    let hsa = Hsa::new();
+    let hsaco = scratchpad_hsaco();
     let reader = hsa.reader(&hsaco);
 
     // Loading without the variable: VARIABLE_UNDEFINED.
@@ -138,6 +147,23 @@ fn symbols_exist_only_after_freeze_and_variables_only_before_load() {
         hsa.prefix
             .last_error()
             .contains("not in memory allocated from an AIE pool")
+    );
+
+    // Defined, but its 32 bytes run past the end of the allocation: INVALID_ALLOCATION.
+    let small = hsa.allocate(DEV_HEAP_POOL, 4096);
+    let other_exe = hsa.executable();
+    let rc = unsafe {
+        hsa.api().hsa_executable_agent_global_variable_define(
+            other_exe,
+            AIE,
+            name.as_ptr(),
+            small.add(4096 - 16).cast(),
+        )
+    };
+    assert_eq!(rc, HSA_STATUS_SUCCESS);
+    assert_eq!(
+        hsa.load(other_exe, reader),
+        HSA_STATUS_ERROR_INVALID_ALLOCATION
     );
 
     let var = hsa.allocate(DATA_POOL, 32);
@@ -310,25 +336,30 @@ impl Drop for Queue<'_> {
     }
 }
 
+/// Submits `packet` on a fresh queue and checks that the agent refused it: the callback got
+/// `status`, the signal was left alone and the recorded rule mentions `rule`.
+fn assert_refused(
+    hsa: &Hsa,
+    packet: hsa_amd_aie_kernel_dispatch_packet_t,
+    status: hsa_status_t,
+    rule: &str,
+) {
+    let queue = Queue::new(hsa);
+    CALLBACK_STATUS.store(0, Ordering::SeqCst);
+    assert_eq!(queue.submit(packet, ready_header(), 2000), 1, "{rule}");
+    assert_eq!(CALLBACK_STATUS.load(Ordering::SeqCst), status, "{rule}");
+    assert!(
+        hsa.prefix.last_error().contains(rule),
+        "{rule}: {}",
+        hsa.prefix.last_error()
+    );
+}
+
 fn loaded_kernel(hsa: &Hsa) -> u64 {
     let hsaco = pdi_insts_hsaco("aie2p", &[("inc", &increment(2), 1)]);
     let reader = hsa.reader(&hsaco);
     let exe = hsa.executable();
-    assert_eq!(hsa.load(exe, reader), HSA_STATUS_SUCCESS);
-    assert_eq!(
-        unsafe { hsa.api().hsa_executable_freeze(exe, std::ptr::null()) },
-        HSA_STATUS_SUCCESS
-    );
-    let sym = hsa.symbol(exe, "inc").unwrap();
-    let mut ko = 0u64;
-    unsafe {
-        hsa.api().hsa_executable_symbol_get_info(
-            sym,
-            HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_OBJECT,
-            (&mut ko as *mut u64).cast(),
-        )
-    };
-    ko
+    load_and_freeze(hsa, exe, reader, "inc")
 }
 
 #[test]
@@ -354,6 +385,17 @@ fn packets_are_checked_and_a_broken_one_suspends_the_queue() {
         f32_values(unsafe { std::slice::from_raw_parts(data, 8) }),
         vec![2.0, 3.0]
     );
+    // ROCr flushes each buffer by the size in the kernarg block, so the device moves only
+    // those bytes: a size of one element leaves the second one untouched, whatever the kernel
+    // makes of the short buffer.
+    unsafe { kernargs.add(1).write(4) };
+    let short = queue.submit(good, ready_header(), 2000);
+    assert!(short <= 0, "the packet ends (completed or failed): {short}");
+    assert_eq!(
+        f32_values(unsafe { std::slice::from_raw_parts(data.add(4), 4) }),
+        vec![3.0]
+    );
+    unsafe { kernargs.add(1).write(8) };
 
     // Each breach: the callback gets the status, the signal is left alone (ROCr's behaviour),
     // and the agent names the rule. A suspended queue ignores later doorbells, so each case
@@ -447,25 +489,29 @@ fn packets_are_checked_and_a_broken_one_suspends_the_queue() {
 
     // Addresses outside pool memory: the kernarg block and the arguments.
     let mut host_kernargs = [data as u64, 8u64];
-    let queue = Queue::new(&hsa);
     let p = hsa_amd_aie_kernel_dispatch_packet_t::new(
         ko,
         hsa_signal_t { handle: 0 },
         1,
         host_kernargs.as_mut_ptr().cast(),
     );
-    CALLBACK_STATUS.store(0, Ordering::SeqCst);
-    assert_eq!(queue.submit(p, ready_header(), 2000), 1);
-    assert_eq!(
-        CALLBACK_STATUS.load(Ordering::SeqCst),
-        HSA_STATUS_ERROR_INVALID_ALLOCATION
+    assert_refused(
+        &hsa,
+        p,
+        HSA_STATUS_ERROR_INVALID_ALLOCATION,
+        "kernarg block",
     );
-    assert!(
-        hsa.prefix.last_error().contains("kernarg block"),
-        "{}",
-        hsa.prefix.last_error()
+
+    // An address inside an allocation but not on a 32-bit word: the DMAs cannot start there.
+    unsafe {
+        kernargs.write(data as u64 + 2);
+    }
+    assert_refused(
+        &hsa,
+        good,
+        HSA_STATUS_ERROR_INVALID_ARGUMENT,
+        "not on a 4-byte boundary",
     );
-    drop(queue);
 
     let mut host = [0u8; 8];
     unsafe {
@@ -483,6 +529,163 @@ fn packets_are_checked_and_a_broken_one_suspends_the_queue() {
         "{}",
         hsa.prefix.last_error()
     );
+}
+
+/// A kernarg block naming one data-pool buffer holding `values`: a packet maker for any kernel
+/// object of a one-buffer kernel, and the buffer.
+fn one_buffer(
+    hsa: &Hsa,
+    values: &[f32],
+) -> (
+    impl Fn(u64) -> hsa_amd_aie_kernel_dispatch_packet_t,
+    *mut u8,
+) {
+    let kernargs = hsa.allocate(KERNARG_POOL, 4096).cast::<u64>();
+    let data = hsa.allocate(DATA_POOL, 4096);
+    let bytes = f32_bytes(values);
+    unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), data, bytes.len());
+        kernargs.write(data as u64);
+        kernargs.add(1).write(bytes.len() as u64);
+    }
+    let packet = move |ko| {
+        hsa_amd_aie_kernel_dispatch_packet_t::new(
+            ko,
+            hsa_signal_t { handle: 0 },
+            1,
+            kernargs.cast(),
+        )
+    };
+    (packet, data)
+}
+
+/// A full-ELF `inc` kernel relocating against `scratch-pad-ctrl`, loaded with the variable
+/// defined at `variable`; returns its kernel object.
+fn full_elf_kernel_with_variable(hsa: &Hsa, variable: *mut u8) -> u64 {
+    let hsaco = scratchpad_hsaco();
+    let reader = hsa.reader(&hsaco);
+    let exe = hsa.executable();
+    let name = CString::new("scratch-pad-ctrl").unwrap();
+    let rc = unsafe {
+        hsa.api().hsa_executable_agent_global_variable_define(
+            exe,
+            AIE,
+            name.as_ptr(),
+            variable.cast(),
+        )
+    };
+    assert_eq!(rc, HSA_STATUS_SUCCESS);
+    load_and_freeze(hsa, exe, reader, "main:sequence")
+}
+
+/// Loads `reader` into `exe`, freezes it and returns the kernel object of `kernel`.
+fn load_and_freeze(
+    hsa: &Hsa,
+    exe: hsa_executable_t,
+    reader: hsa_code_object_reader_t,
+    kernel: &str,
+) -> u64 {
+    assert_eq!(hsa.load(exe, reader), HSA_STATUS_SUCCESS);
+    assert_eq!(
+        unsafe { hsa.api().hsa_executable_freeze(exe, std::ptr::null()) },
+        HSA_STATUS_SUCCESS
+    );
+    let sym = hsa.symbol(exe, kernel).unwrap();
+    let mut ko = 0u64;
+    unsafe {
+        hsa.api().hsa_executable_symbol_get_info(
+            sym,
+            HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_OBJECT,
+            (&mut ko as *mut u64).cast(),
+        )
+    };
+    ko
+}
+
+#[test]
+fn external_variables_outside_the_device_heap_load_but_fail_every_dispatch() {
+    let hsa = Hsa::new();
+    let (packet, data) = one_buffer(&hsa, &[1.0, 2.0]);
+
+    // In the data pool: ROCr loads it, the command processor cannot read it.
+    let ko = full_elf_kernel_with_variable(&hsa, hsa.allocate(DATA_POOL, 32));
+    assert_refused(
+        &hsa,
+        packet(ko),
+        HSA_STATUS_ERROR_INVALID_ALLOCATION,
+        "not in the device heap",
+    );
+
+    // In the device heap: the dispatch runs.
+    let ko = full_elf_kernel_with_variable(&hsa, hsa.allocate(DEV_HEAP_POOL, 32));
+    let queue = Queue::new(&hsa);
+    CALLBACK_STATUS.store(0, Ordering::SeqCst);
+    assert_eq!(queue.submit(packet(ko), ready_header(), 2000), 0);
+    assert_eq!(CALLBACK_STATUS.load(Ordering::SeqCst), 0);
+    assert_eq!(
+        f32_values(unsafe { std::slice::from_raw_parts(data, 8) }),
+        vec![2.0, 3.0]
+    );
+}
+
+#[test]
+fn a_queue_caches_32_pdis_and_refuses_a_33rd() {
+    let hsa = Hsa::new();
+    // Each executable's loader places its own copy of the PDI: 33 distinct PDIs.
+    let kernels: Vec<u64> = (0..33).map(|_| loaded_kernel(&hsa)).collect();
+    let (packet, _) = one_buffer(&hsa, &[1.0, 2.0]);
+    let queue = Queue::new(&hsa);
+    CALLBACK_STATUS.store(0, Ordering::SeqCst);
+    for &ko in &kernels[..32] {
+        assert_eq!(queue.submit(packet(ko), ready_header(), 2000), 0);
+    }
+    // A PDI already cached runs again.
+    assert_eq!(queue.submit(packet(kernels[0]), ready_header(), 2000), 0);
+    // The 33rd: the submission fails, the signal is left alone, the queue is suspended.
+    assert_eq!(queue.submit(packet(kernels[32]), ready_header(), 2000), 1);
+    assert_eq!(
+        CALLBACK_STATUS.load(Ordering::SeqCst),
+        HSA_STATUS_ERROR_OUT_OF_RESOURCES
+    );
+    assert!(
+        hsa.prefix.last_error().contains("already caches 32"),
+        "{}",
+        hsa.prefix.last_error()
+    );
+    drop(queue);
+    // A fresh queue (a new hardware context) takes it.
+    let queue = Queue::new(&hsa);
+    CALLBACK_STATUS.store(0, Ordering::SeqCst);
+    assert_eq!(queue.submit(packet(kernels[32]), ready_header(), 2000), 0);
+    assert_eq!(
+        hsa.prefix.stats().breaches,
+        0,
+        "a full cache is not a breach"
+    );
+}
+
+#[test]
+fn the_device_heap_holds_64_mib() {
+    let hsa = Hsa::new();
+    let mut p: *mut c_void = std::ptr::null_mut();
+    let allocate = |size: usize, p: &mut *mut c_void| unsafe {
+        hsa.api()
+            .hsa_amd_memory_pool_allocate(DEV_HEAP_POOL, size, 0, p)
+    };
+    // One allocation larger than the heap: ROCr refuses it as an invalid allocation.
+    assert_eq!(
+        allocate((64 << 20) + 1, &mut p),
+        HSA_STATUS_ERROR_INVALID_ALLOCATION
+    );
+    // The whole heap in one piece is fine; then nothing more fits.
+    assert_eq!(allocate(64 << 20, &mut p), HSA_STATUS_SUCCESS);
+    let mut q: *mut c_void = std::ptr::null_mut();
+    assert_eq!(allocate(4096, &mut q), HSA_STATUS_ERROR_OUT_OF_RESOURCES);
+    assert_eq!(
+        unsafe { hsa.api().hsa_amd_memory_pool_free(p) },
+        HSA_STATUS_SUCCESS
+    );
+    assert_eq!(allocate(4096, &mut q), HSA_STATUS_SUCCESS);
 }
 
 #[test]

@@ -315,8 +315,17 @@ fn child_no_agent() {
         0,
         "the failed open shut ROCr down again"
     );
+    // A ROCr without an AIE agent is not accepted: the doctor lists it with the reason.
     let report = doctor_report(&prefix.config(), &[]);
-    assert!(report.library.is_some());
+    assert!(report.library.is_none());
+    let skipped = report
+        .refused
+        .iter()
+        .find(|r| r.source == "AMD_NPU_ROCR_PATH")
+        .expect("the prefix is listed");
+    assert_eq!(skipped.place, prefix.library());
+    assert!(skipped.reason.contains("reports no AIE agent"), "{skipped}");
+    assert!(report.to_string().contains("not used: AMD_NPU_ROCR_PATH ("));
     assert!(report.agent.unwrap_err().contains("no AIE agent"));
 }
 

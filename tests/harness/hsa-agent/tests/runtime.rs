@@ -4,7 +4,7 @@
 
 mod support;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use npu_runtime::hsa::{CodeSource, HsaTargetProbe, Variable, doctor_report};
@@ -239,6 +239,62 @@ fn full_elf_kernels_get_their_external_variables() {
     rt.dispatch(&other, &[arg(&mut v)], &DispatchOptions::default())
         .unwrap();
     assert_eq!(f32_values(&v), vec![1.0, 42.0]);
+}
+
+#[test]
+fn a_variable_changed_by_a_plain_store_is_what_the_next_dispatch_reads() {
+    let prefix = Prefix::new();
+    let rt = prefix.runtime();
+    let n = 64;
+    let hsaco = scratchpad_hsaco(n);
+    let vars = [Variable {
+        name: "scratch-pad-ctrl".into(),
+        size: 4 * n as u64,
+    }];
+    let program = rt
+        .prepare_with_variables(CodeSource::Bytes(&hsaco), "main:sequence", &vars)
+        .unwrap();
+    let (addr, len) = rt.variable(&program, "scratch-pad-ctrl").unwrap();
+    assert_eq!(len, 4 * n);
+    let a: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    for step in 0..5 {
+        // The parameter changes with a plain store: no flush, no call into the runtime.
+        let value = 1000.0 * step as f32 + 0.5;
+        let scratch = unsafe { std::slice::from_raw_parts_mut(addr.cast::<f32>(), n) };
+        scratch.fill(value);
+        let mut a_buf = f32_bytes(&a);
+        let mut out = vec![0u8; 4 * n];
+        rt.dispatch(
+            &program,
+            &[arg(&mut a_buf), arg(&mut out)],
+            &DispatchOptions::default(),
+        )
+        .unwrap();
+        let expected: Vec<f32> = a.iter().map(|x| x + value).collect();
+        assert_eq!(f32_values(&out), expected, "dispatch {step}");
+    }
+    assert_eq!(prefix.stats().breaches, 0);
+}
+
+/// The prebuilt design the Python tests load (`tests/fixtures/prebuilt/`): a full ELF whose
+/// `main:sequence` computes `out = a + scratch-pad-ctrl` over 256 f32, packed into an hsaco.
+/// `NPU_REGENERATE_FIXTURES=1` rewrites it; otherwise the committed file must be what this
+/// builds.
+#[test]
+fn the_prebuilt_fixture_is_what_the_builders_make() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/prebuilt/scratchpad_add.hsaco");
+    let built = scratchpad_hsaco(256);
+    if std::env::var("NPU_REGENERATE_FIXTURES").as_deref() == Ok("1") {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &built).unwrap();
+    }
+    let committed = std::fs::read(&path).unwrap_or_default();
+    assert!(
+        committed == built,
+        "{} is stale; regenerate it with NPU_REGENERATE_FIXTURES=1",
+        path.display()
+    );
 }
 
 #[test]
@@ -520,6 +576,105 @@ fn shared_buffers_are_used_in_place_without_copies() {
         before - 3,
         "dropping a shared buffer frees it"
     );
+}
+
+#[test]
+fn views_at_addresses_the_dma_cannot_start_at_are_staged_with_exact_sizes() {
+    let prefix = Prefix::new();
+    let rt = prefix.runtime();
+    let n = 64;
+    let program = rt
+        .prepare_bytes(
+            &pdi_insts_hsaco("aie2p", &[("vadd", &add_f32(n), 1)]),
+            "vadd",
+        )
+        .unwrap();
+    let (a, b) = add_inputs(n);
+    // Each view starts 2 bytes into its shared buffer: inside ROCr's allocation, but not on
+    // the 4-byte boundary the shim DMAs need.
+    let buffers: Vec<_> = (0..3)
+        .map(|_| rt.alloc_shared(4 * n + 8).unwrap())
+        .collect();
+    let bytes = |s: &dyn npu_runtime::SharedBuffer| unsafe {
+        std::slice::from_raw_parts_mut(s.as_ptr(), s.len())
+    };
+    bytes(buffers[0].as_ref())[2..2 + 4 * n].copy_from_slice(&f32_bytes(&a));
+    bytes(buffers[1].as_ref())[2..2 + 4 * n].copy_from_slice(&f32_bytes(&b));
+    bytes(buffers[2].as_ref()).fill(0xEE);
+    let view = |s: &dyn npu_runtime::SharedBuffer| {
+        unsafe { HostArg::from_raw(s.as_ptr().add(2), 4 * n) }.unwrap()
+    };
+    let report = rt
+        .dispatch(
+            &program,
+            &[
+                view(buffers[0].as_ref()),
+                view(buffers[1].as_ref()),
+                view(buffers[2].as_ref()),
+            ],
+            &DispatchOptions::default(),
+        )
+        .unwrap();
+    assert_eq!((report.in_place, report.staged), (0, 3));
+    let out = bytes(buffers[2].as_ref());
+    let expected: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
+    assert_eq!(f32_values(&out[2..2 + 4 * n]), expected);
+    assert_eq!(
+        &out[..2],
+        &[0xEE, 0xEE],
+        "the bytes before the view are untouched"
+    );
+    assert!(
+        out[2 + 4 * n..].iter().all(|b| *b == 0xEE),
+        "the bytes after the view are untouched"
+    );
+    // An aligned view into the same buffers still goes in place.
+    let aligned = |s: &dyn npu_runtime::SharedBuffer| {
+        unsafe { HostArg::from_raw(s.as_ptr().add(4), 4 * n) }.unwrap()
+    };
+    let report = rt
+        .dispatch(
+            &program,
+            &[
+                aligned(buffers[0].as_ref()),
+                aligned(buffers[1].as_ref()),
+                aligned(buffers[2].as_ref()),
+            ],
+            &DispatchOptions::default(),
+        )
+        .unwrap();
+    assert_eq!((report.in_place, report.staged), (3, 0));
+    assert_eq!(prefix.stats().breaches, 0);
+}
+
+#[test]
+fn more_than_32_pdis_recycle_the_queue_transparently() {
+    let prefix = Prefix::new();
+    let rt = prefix.runtime();
+    // 40 code objects, each loaded with its own PDI; the queue's hardware context caches 32.
+    let programs: Vec<_> = (1..=40)
+        .map(|n| {
+            rt.prepare_bytes(
+                &pdi_insts_hsaco("aie2p", &[("vadd", &add_f32(n), 1)]),
+                "vadd",
+            )
+            .unwrap()
+        })
+        .collect();
+    for (n, program) in (1..=40).zip(&programs) {
+        check_vadd(&rt, program, n);
+    }
+    let stats = prefix.stats();
+    assert_eq!(
+        (
+            stats.packets_completed,
+            stats.packets_failed,
+            stats.breaches
+        ),
+        (40, 1, 0),
+        "the 33rd PDI was refused once, then ran on a fresh queue"
+    );
+    assert!(prefix.last_error().contains("already caches 32"));
 }
 
 #[test]

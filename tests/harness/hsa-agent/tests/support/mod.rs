@@ -36,6 +36,18 @@ pub fn agent_library() -> PathBuf {
         })
 }
 
+/// Puts the AIE extension header (`include/hsa/hsa_ext_amd_aie.h`) in `prefix`, as an
+/// AIE-capable ROCr ships it; discovery refuses a prefix without it as GPU-only.
+pub fn aie_header(prefix: &Path) {
+    let dir = prefix.join("include/hsa");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("include/hsa/hsa_ext_amd_aie.h"),
+        dir.join("hsa_ext_amd_aie.h"),
+    )
+    .unwrap();
+}
+
 /// A ROCr-shaped prefix holding a private copy of the agent: each copy is a separate library
 /// instance in this process, with its own agent state (its own queue, pools and counters).
 pub struct Prefix {
@@ -57,6 +69,7 @@ impl Prefix {
         let lib = dir.path().join(lib_dir);
         std::fs::create_dir_all(&lib).unwrap();
         std::fs::copy(agent_library(), lib.join(name)).unwrap();
+        aie_header(dir.path());
         Prefix { dir }
     }
 
@@ -281,4 +294,35 @@ pub fn patch_entry(hsaco: &mut [u8], entry: usize, field: usize, value: u32) {
     let entry_size = u32::from_le_bytes(hsaco[start + 16..start + 20].try_into().unwrap()) as usize;
     let at = start + header_size + entry * entry_size + 4 * field;
     hsaco[at..at + 4].copy_from_slice(&value.to_le_bytes());
+}
+
+/// `out = a + scratch` over `n` f32: arguments a (0) and out (1); the scratchpad, an external
+/// variable, is the third pointer the harness program reads.
+fn add_scratchpad(n: usize) -> String {
+    let pointers = |arg: u8, first: usize| {
+        format!(
+            "%{p} = ptr arg{arg} f32\n%{s} = splat %{p} [{n}]\n%{a} = addptr %{s} %0\n",
+            p = first,
+            s = first + 1,
+            a = first + 2
+        )
+    };
+    format!(
+        "args 3\n%0 = range 0 {n}\n{}%4 = load %3\n{}%8 = load %7\n%9 = addf %4 %8\n{}store %12 %9\n",
+        pointers(0, 1),
+        pointers(2, 5),
+        pointers(1, 10)
+    )
+}
+
+/// An aie2p hsaco whose full-ELF `main:sequence` computes `out = a + scratch-pad-ctrl` over `n`
+/// f32 (arguments a, out; the variable is `4 n` bytes).
+pub fn scratchpad_hsaco(n: usize) -> Vec<u8> {
+    let elf = elf32::full_elf(&[elf32::Instance {
+        name: "sequence",
+        control: program(&add_scratchpad(n)),
+        args: 2,
+        variables: &[("scratch-pad-ctrl", 4 * n as u32)],
+    }]);
+    full_elf_hsaco(&elf, 8)
 }
