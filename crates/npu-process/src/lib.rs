@@ -44,4 +44,4 @@ pub use run::{
     CAPTURE_LIMIT, Echo, Failure, Finished, Observer, Output, Quiet, RunError, TAIL_LINES,
     ToolCommand,
 };
-pub use start::{Exhaustion, StartError, StartProblem, exhaustion};
+pub use start::{Exhaustion, StartError, StartProblem, describe_io, exhaustion};
