@@ -42,7 +42,7 @@ for target in $(cargo +nightly fuzz list); do
   fi
   rm -f "$log"
 done
-numbers="${seconds} s per target: $(IFS=', '; echo "${summary[*]}")"
+numbers="${seconds} s per target: $(printf '%s, ' "${summary[@]}" | sed 's/, $//')"
 if [ ${#crashed[@]} -eq 0 ]; then
   result PASS "$numbers, no crash"
 else
