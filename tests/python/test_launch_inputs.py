@@ -149,3 +149,66 @@ def test_read_only_outputs_and_dangling_buffers_are_refused(runtime: str, tmp_pa
     for case in ("dangling_shared_buffer", "dangling_view", "dangling_input"):
         refused(r[case], "dangling", "resized")
     assert r["good_after"] == {"error": None, "right": True}
+
+
+CHAIN = textwrap.dedent(
+    """
+    import ctypes, json, mmap, sys
+    import numpy as np
+    import torch
+    import triton
+    import triton.language as tl
+    from triton_npu import NPUDriver
+    from triton_npu.multilaunch import NPUChain
+
+    @triton.jit
+    def add_kernel(x_ptr, y_ptr, out_ptr, n: tl.constexpr, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
+
+    N = 4096
+    t = torch.empty(N)
+    chain = NPUChain("add_add", runtime=sys.argv[1])
+    chain.add(add_kernel, (4,), {0: 0, 1: 1, 2: 2}, args=(t, t, t, N), constexprs={"BLOCK": 1024})
+    chain.add(add_kernel, (4,), {0: 2, 1: 1, 2: 3}, args=(t, t, t, N), constexprs={"BLOCK": 1024})
+    x = np.ones(N, np.float32)
+    with open(sys.argv[2], "wb") as f:
+        f.write(bytes(4 * N))
+    file = open(sys.argv[2], "rb")
+    mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+    address = np.frombuffer(mapped, np.float32).__array_interface__["data"][0]
+    claimed = np.ctypeslib.as_array((ctypes.c_float * N).from_address(address))
+    results = {}
+    try:
+        # Bound in place of the runner's own buffer: the device's result is written into it.
+        chain.run([x, x, np.zeros(N, np.float32), None], bo_key="bound", bound_buffers={3: claimed})
+        results["bound_read_only"] = {"error": None}
+    except Exception as e:
+        results["bound_read_only"] = {"error": type(e).__name__, "message": str(e)}
+    out = chain.run([x, x, np.zeros(N, np.float32), np.zeros(N, np.float32)])[3]
+    results["good"] = {"right": bool((out == 3.0).all())}
+    print(json.dumps(results))
+    """
+)
+
+
+@pytest.mark.parametrize("runtime", ["hsa", "xrt"])
+def test_a_chain_output_in_read_only_memory_is_refused(runtime: str, tmp_path: Path):
+    script = tmp_path / "chain.py"
+    script.write_text(CHAIN)
+    proc = subprocess.run(
+        [sys.executable, str(script), runtime, str(tmp_path / "mapped.bin")],
+        capture_output=True,
+        text=True,
+        env=harness_env(tmp_path),
+        timeout=600,
+    )
+    assert proc.returncode == 0, (
+        f"the process died (status {proc.returncode})\nstderr:\n{proc.stderr[-4000:]}"
+    )
+    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    bad = r["bound_read_only"]
+    assert bad["error"] == "NPUInputError", r
+    assert "argument 3" in bad["message"] and "mapped read-only" in bad["message"], r
+    assert r["good"] == {"right": True}, r
