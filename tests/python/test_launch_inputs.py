@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 from conftest import harness_env
 
-SCRIPT = textwrap.dedent(
+# The kernel and imports every script here starts with.
+HEADER = textwrap.dedent(
     """
     import ctypes, json, mmap, sys, warnings
     import numpy as np
@@ -27,6 +28,7 @@ SCRIPT = textwrap.dedent(
     import triton.language as tl
     from triton_npu import NPUDriver, shared
     from triton_npu.errors import NPUInputError
+    from triton_npu.multilaunch import NPUChain
 
     @triton.jit
     def add_kernel(x_ptr, y_ptr, out_ptr, n: tl.constexpr, BLOCK: tl.constexpr):
@@ -34,8 +36,13 @@ SCRIPT = textwrap.dedent(
         m = offs < n
         tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
 
-    triton.runtime.driver.set_active(NPUDriver(sys.argv[1]))
     N = 4096
+    """
+)
+
+SCRIPT = HEADER + textwrap.dedent(
+    """
+    triton.runtime.driver.set_active(NPUDriver(sys.argv[1]))
     results = {}
 
     def attempt(name, x, y, out):
@@ -151,23 +158,8 @@ def test_read_only_outputs_and_dangling_buffers_are_refused(runtime: str, tmp_pa
     assert r["good_after"] == {"error": None, "right": True}
 
 
-CHAIN = textwrap.dedent(
+CHAIN = HEADER + textwrap.dedent(
     """
-    import ctypes, json, mmap, sys
-    import numpy as np
-    import torch
-    import triton
-    import triton.language as tl
-    from triton_npu import NPUDriver
-    from triton_npu.multilaunch import NPUChain
-
-    @triton.jit
-    def add_kernel(x_ptr, y_ptr, out_ptr, n: tl.constexpr, BLOCK: tl.constexpr):
-        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        m = offs < n
-        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
-
-    N = 4096
     t = torch.empty(N)
     chain = NPUChain("add_add", runtime=sys.argv[1])
     chain.add(add_kernel, (4,), {0: 0, 1: 1, 2: 2}, args=(t, t, t, N), constexprs={"BLOCK": 1024})

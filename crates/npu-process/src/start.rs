@@ -192,6 +192,19 @@ pub fn describe_io(err: &io::Error) -> String {
     }
 }
 
+/// Sets this process's limit on open files (RLIMIT_NOFILE, `ulimit -n`) to `soft` (raising it
+/// up to `hard`): for tests and trials of what happens when the limit is reached.
+pub fn set_open_file_limit(soft: u64, hard: u64) -> io::Result<()> {
+    rustix::process::setrlimit(
+        rustix::process::Resource::Nofile,
+        rustix::process::Rlimit {
+            current: Some(soft),
+            maximum: Some(hard),
+        },
+    )
+    .map_err(io::Error::from)
+}
+
 /// A resource limit of this process as (soft, hard), `unlimited` spelled out.
 fn limit(resource: rustix::process::Resource) -> (String, String) {
     let value = rustix::process::getrlimit(resource);

@@ -784,14 +784,7 @@ pub(crate) mod tests {
             // The child: every tool is installed, and no file descriptor is left.
             let cfg = toolchain_config(Path::new(&dir));
             let search = SearchPaths::default();
-            rustix::process::setrlimit(
-                rustix::process::Resource::Nofile,
-                rustix::process::Rlimit {
-                    current: Some(0),
-                    maximum: Some(4096),
-                },
-            )
-            .unwrap();
+            npu_process::set_open_file_limit(0, 4096).unwrap();
             let results = [
                 Toolchain::discover(&cfg, &search).map_err(|e| e.to_string()),
                 find_peano(&cfg, &search)
