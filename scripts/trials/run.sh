@@ -14,7 +14,7 @@ status=0
 "$py" "$here/sigkill.py" "${TRIAL_KILLS:-6}" || status=1
 "$py" "$here/corruption.py" "${TRIAL_CORRUPTIONS:-30}" || status=1
 "$py" "$here/bad_inputs.py" || status=1
-"$py" "$here/leaks.py" "${TRIAL_LAUNCHES:-50000}" || status=1
+"$py" "$here/leaks.py" "${TRIAL_LAUNCHES:-50000}" "${TRIAL_LOADED_KERNELS:-40}" || status=1
 bash "$here/fuzz.sh" || status=1
 "$py" - "$root/target/trials/results.jsonl" <<'PY'
 import json, sys
