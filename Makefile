@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 CARGO ?= cargo
 
-.PHONY: demo test venv develop harness bench lint rust-test python-test fmt doctor clean redis-server
+.PHONY: demo test venv develop harness bench trials lint rust-test python-test fmt doctor clean redis-server
 
 include mk/xrt.mk
 
@@ -45,8 +45,8 @@ harness:
 lint: venv
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -q -- -D warnings
-	$(VENV)/bin/ruff check python tests examples benches
-	$(VENV)/bin/ruff format --check python tests examples benches
+	$(VENV)/bin/ruff check python tests examples benches scripts
+	$(VENV)/bin/ruff format --check python tests examples benches scripts
 
 rust-test:
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
@@ -72,9 +72,14 @@ bench: develop harness
 	$(PY) benches/triton_cache_bench.py
 	set -a && . target/harness/env.sh && set +a && $(PY) benches/launch_bench.py
 
+## trials: the reliability trials (concurrency, SIGKILL mid-build, cache corruption, bad
+## launch inputs, leaks, fuzzing), ~15 min; not part of `make test` (scripts/trials/).
+trials: develop harness
+	bash scripts/trials/run.sh
+
 fmt:
 	$(CARGO) fmt --all
-	$(VENV)/bin/ruff format python tests examples benches
+	$(VENV)/bin/ruff format python tests examples benches scripts
 
 doctor: develop
 	$(VENV)/bin/triton-npu doctor

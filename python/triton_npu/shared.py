@@ -39,7 +39,7 @@ import numpy as np
 
 from triton_npu._loader import native
 from triton_npu.config import resolve_runtime
-from triton_npu.errors import DeviceError, RuntimeNotFoundError
+from triton_npu.errors import DeviceError, NPUInputError, RuntimeNotFoundError
 
 __all__ = [
     "SharedBuffer",
@@ -152,7 +152,7 @@ class SharedBuffer:
     Triton and the launcher read; :meth:`numpy` views the same memory.
     """
 
-    __slots__ = ("_array", "_ptr", "_runtime")
+    __slots__ = ("_array", "_owner", "_owner_nbytes", "_ptr", "_runtime")
 
     def __init__(self, array: np.ndarray) -> None:
         if not isinstance(array, np.ndarray):
@@ -162,12 +162,39 @@ class SharedBuffer:
         _resolve_dtype(array.dtype)
         self._array = array
         self._ptr = int(array.__array_interface__["data"][0])
+        # The array that owns the memory (the end of the chain of views): numpy frees or moves
+        # its memory only when it is resized (``resize(..., refcheck=False)``), which changes
+        # its size; a buffer whose owner changed size is dangling (see `_live`).
+        owner = array
+        while isinstance(owner.base, np.ndarray):
+            owner = owner.base
+        self._owner = owner
+        self._owner_nbytes = owner.nbytes
         allocation = _allocation_of(array)
         self._runtime = None if allocation is None else allocation.runtime
 
+    def _live(self) -> np.ndarray:
+        """The array, after checking that its memory is still where the buffer was made."""
+        if self._owner.nbytes != self._owner_nbytes:
+            raise NPUInputError(
+                f"this SharedBuffer is dangling: the numpy array that owns its memory was "
+                f"resized ({self._owner_nbytes} → {self._owner.nbytes} bytes, e.g. by "
+                "resize(..., refcheck=False)), which moved or freed the memory the buffer "
+                "points to; make a new SharedBuffer from the resized array"
+            )
+        return self._array
+
     def data_ptr(self) -> int:
-        """The address of the first element."""
+        """The address of the first element; a buffer whose memory was moved or freed (its
+        array resized) raises :class:`~triton_npu.errors.NPUInputError`."""
+        self._live()
         return self._ptr
+
+    @property
+    def flags(self) -> Any:
+        """The numpy flags of the memory; launches refuse an output that is not
+        ``flags.writeable``."""
+        return self._live().flags
 
     @property
     def dtype(self) -> np.dtype:
@@ -206,9 +233,10 @@ class SharedBuffer:
 
     def numpy(self) -> np.ndarray:
         """A numpy view of the same memory; it keeps the memory alive."""
-        return self._array.view()
+        return self._live().view()
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        self._live()
         if copy:
             return self._array.astype(dtype or self._array.dtype, copy=True)
         if dtype is not None and np.dtype(dtype) != self._array.dtype:

@@ -166,3 +166,37 @@ def test_bad_chain_input_is_an_input_error():
     with pytest.raises(errors.NPUInputError, match="MLIR identifier") as info:
         MultiLaunchBuilder("2 bad names")
     assert isinstance(info.value, ValueError)
+
+
+def test_running_out_of_file_descriptors_is_a_resource_error_not_a_missing_tool(
+    tmp_path: Path,
+):
+    # A warm process lowers its file limit to what it has open, then compiles a new kernel:
+    # every tool probe and spawn fails with EMFILE. That is reported as what it is.
+    script = tmp_path / "emfile.py"
+    warm, limited = (
+        "add_kernel[(1,)](x, y, out, N=1024, BLOCK=1024)",
+        (
+            "import os, resource\n"
+            "add_kernel[(1,)](x, y, out, N=1024, BLOCK=1024)\n"
+            "resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir('/proc/self/fd')), 4096))\n"
+            "try:\n"
+            "    add_kernel[(2,)](x, y, out, N=1024, BLOCK=512)"
+        ),
+    )
+    assert SCRIPT.count("try:\n    " + warm) == 1
+    script.write_text(SCRIPT.replace("try:\n    " + warm, limited))
+    proc = subprocess.run(
+        [sys.executable, str(script), "hsa"],
+        capture_output=True,
+        text=True,
+        env=harness_env(tmp_path),
+        timeout=300,
+    )
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert r["raised"] == "NPUResourceError", r
+    assert "OSError" in r["mro"], r
+    for want in ("EMFILE", "RLIMIT_NOFILE", "ulimit -n 4096"):
+        assert want in r["message"], (want, r["message"])
+    assert "not found" not in r["message"], r["message"]

@@ -19,8 +19,9 @@ pub enum CacheError<B = Infallible> {
 
     /// The cache directory cannot be created or written.
     #[error(
-        "cannot use {path} ({origin}) as the kernel cache directory: {source}; set \
-         AMD_TRITON_NPU_CACHE_DIR to a directory you can create and write"
+        "cannot use {path} ({origin}) as the kernel cache directory: {}; set \
+         AMD_TRITON_NPU_CACHE_DIR to a directory you can create and write",
+        npu_process::describe_io(.source)
     )]
     Unusable {
         path: PathBuf,
@@ -42,7 +43,7 @@ pub enum CacheError<B = Infallible> {
     },
 
     /// A file-system operation inside the cache failed.
-    #[error("kernel cache: cannot {action} {path}: {source}")]
+    #[error("kernel cache: cannot {action} {path}: {}", npu_process::describe_io(.source))]
     Io {
         action: &'static str,
         path: PathBuf,

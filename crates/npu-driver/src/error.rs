@@ -135,6 +135,10 @@ impl DriverError {
             DriverError::TransformScript { .. } => ErrorKind::ToolchainMissing,
             DriverError::Toolchain(e) => match e {
                 T::ToolsMissing(_) | T::TransformScript { .. } => ErrorKind::ToolchainMissing,
+                T::Exhausted { .. } => ErrorKind::ResourcesExhausted,
+                T::Io { source, .. } if npu_process::exhaustion(source).is_some() => {
+                    ErrorKind::ResourcesExhausted
+                }
                 T::Start(start) => match start.problem {
                     npu_process::StartProblem::Exhausted(_) => ErrorKind::ResourcesExhausted,
                     _ => ErrorKind::ToolchainMissing,
@@ -174,6 +178,12 @@ pub fn cache_kind<B>(e: &npu_cache::CacheError<B>) -> ErrorKind {
     match e {
         npu_cache::CacheError::Unsafe { .. } => ErrorKind::CachePermission,
         npu_cache::CacheError::WaitTimeout { .. } => ErrorKind::Timeout,
+        npu_cache::CacheError::Io { source, .. }
+        | npu_cache::CacheError::Unusable { source, .. }
+            if npu_process::exhaustion(source).is_some() =>
+        {
+            ErrorKind::ResourcesExhausted
+        }
         _ => ErrorKind::Cache,
     }
 }
@@ -183,5 +193,45 @@ fn list_or_none(names: &[String]) -> String {
         "none".to_owned()
     } else {
         names.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resource_exhaustion_is_its_own_kind_wherever_it_happens() {
+        let emfile = || std::io::Error::from_raw_os_error(libc::EMFILE);
+        let cache: npu_cache::CacheError = npu_cache::CacheError::Io {
+            action: "open",
+            path: "/c/x".into(),
+            source: emfile(),
+        };
+        assert_eq!(cache_kind(&cache), ErrorKind::ResourcesExhausted);
+        assert!(cache.to_string().contains("ulimit -n"), "{cache}");
+        let full: npu_cache::CacheError = npu_cache::CacheError::Io {
+            action: "write",
+            path: "/c/x".into(),
+            source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+        };
+        assert_eq!(cache_kind(&full), ErrorKind::ResourcesExhausted);
+        let other: npu_cache::CacheError = npu_cache::CacheError::Io {
+            action: "open",
+            path: "/c/x".into(),
+            source: std::io::Error::from_raw_os_error(libc::EIO),
+        };
+        assert_eq!(cache_kind(&other), ErrorKind::Cache);
+        let io = DriverError::Toolchain(npu_toolchain::ToolchainError::Io {
+            what: "create".into(),
+            path: "/w".into(),
+            source: emfile(),
+        });
+        assert_eq!(io.kind(), ErrorKind::ResourcesExhausted);
+        let probe = DriverError::Toolchain(npu_toolchain::ToolchainError::Exhausted {
+            during: "toolchain discovery".into(),
+            exhaustion: npu_process::exhaustion(&emfile()).unwrap(),
+        });
+        assert_eq!(probe.kind(), ErrorKind::ResourcesExhausted);
     }
 }

@@ -44,4 +44,6 @@ pub use run::{
     CAPTURE_LIMIT, Echo, Failure, Finished, Observer, Output, Quiet, RunError, TAIL_LINES,
     ToolCommand,
 };
-pub use start::{Exhaustion, StartError, StartProblem, exhaustion};
+pub use start::{
+    Exhaustion, StartError, StartProblem, describe_io, exhaustion, set_open_file_limit,
+};

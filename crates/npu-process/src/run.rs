@@ -180,6 +180,21 @@ pub enum RunError {
     },
 }
 
+impl RunError {
+    /// What ran out, when the tool could not be started or its output captured because a
+    /// limit of the process or the system was reached.
+    pub fn exhaustion(&self) -> Option<crate::Exhaustion> {
+        match self {
+            RunError::Start(e) => match &e.problem {
+                crate::StartProblem::Exhausted(x) => Some(x.clone()),
+                _ => None,
+            },
+            RunError::Io { source, .. } => crate::exhaustion(source),
+            _ => None,
+        }
+    }
+}
+
 impl From<StartError> for RunError {
     fn from(e: StartError) -> Self {
         RunError::Start(Box::new(e))

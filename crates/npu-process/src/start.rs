@@ -99,7 +99,7 @@ fn interpreter(program: &Path) -> Option<PathBuf> {
 /// A limit that was reached: which errno, which limit and its value, and what to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Exhaustion {
-    /// `EMFILE`, `ENFILE`, `EAGAIN`, `ENOMEM`, `E2BIG`.
+    /// `EMFILE`, `ENFILE`, `EAGAIN`, `ENOMEM`, `ENOSPC`, `EDQUOT`, `E2BIG`.
     pub errno: &'static str,
     /// What ran out, with the limit's name and value when there is one.
     pub what: String,
@@ -158,8 +158,19 @@ pub fn exhaustion(err: &io::Error) -> Option<Exhaustion> {
         }
         libc::ENOMEM => Exhaustion {
             errno: "ENOMEM",
-            what: "not enough memory to start a process".to_owned(),
+            what: "not enough memory (for a new process, a mapping or an open file)".to_owned(),
             fix: "free memory (fewer parallel compiles or processes) and try again".to_owned(),
+        },
+        libc::ENOSPC | libc::EDQUOT => Exhaustion {
+            errno: if errno == libc::ENOSPC {
+                "ENOSPC"
+            } else {
+                "EDQUOT"
+            },
+            what: "the file system (or your disk quota) is full".to_owned(),
+            fix: "free space there, or point AMD_TRITON_NPU_CACHE_DIR (the kernel cache) and \
+                  TMPDIR (compile folders) at a file system with room"
+                .to_owned(),
         },
         libc::E2BIG => Exhaustion {
             errno: "E2BIG",
@@ -170,6 +181,28 @@ pub fn exhaustion(err: &io::Error) -> Option<Exhaustion> {
         },
         _ => return None,
     })
+}
+
+/// The text of `err`, followed by what ran out and what to do when it is resource
+/// exhaustion: for messages about files that could not be opened, created or written.
+pub fn describe_io(err: &io::Error) -> String {
+    match exhaustion(err) {
+        Some(e) => format!("{err}: {e}"),
+        None => err.to_string(),
+    }
+}
+
+/// Sets this process's limit on open files (RLIMIT_NOFILE, `ulimit -n`) to `soft` (raising it
+/// up to `hard`): for tests and trials of what happens when the limit is reached.
+pub fn set_open_file_limit(soft: u64, hard: u64) -> io::Result<()> {
+    rustix::process::setrlimit(
+        rustix::process::Resource::Nofile,
+        rustix::process::Rlimit {
+            current: Some(soft),
+            maximum: Some(hard),
+        },
+    )
+    .map_err(io::Error::from)
 }
 
 /// A resource limit of this process as (soft, hard), `unlimited` spelled out.
@@ -210,6 +243,12 @@ mod tests {
         assert_eq!(exhaustion(&os(libc::ENFILE)).unwrap().errno, "ENFILE");
         assert_eq!(exhaustion(&os(libc::ENOMEM)).unwrap().errno, "ENOMEM");
         assert_eq!(exhaustion(&os(libc::E2BIG)).unwrap().errno, "E2BIG");
+        let full = describe_io(&os(libc::ENOSPC));
+        assert!(
+            full.contains("ENOSPC") && full.contains("AMD_TRITON_NPU_CACHE_DIR"),
+            "{full}"
+        );
+        assert_eq!(describe_io(&os(libc::ENOENT)), os(libc::ENOENT).to_string());
         assert!(exhaustion(&os(libc::ENOENT)).is_none());
         assert!(exhaustion(&io::Error::other("x")).is_none());
     }

@@ -285,14 +285,7 @@ fn running_out_of_file_descriptors_names_the_limit() {
         if role == "emfile" {
             // Leave no descriptor free: the output file cannot be opened.
             let mut held = Vec::new();
-            rustix::process::setrlimit(
-                rustix::process::Resource::Nofile,
-                rustix::process::Rlimit {
-                    current: Some(0),
-                    maximum: Some(4096),
-                },
-            )
-            .unwrap();
+            npu_process::set_open_file_limit(0, 4096).unwrap();
             while let Ok(f) = std::fs::File::open("/dev/null") {
                 held.push(f);
             }

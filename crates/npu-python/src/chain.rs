@@ -323,7 +323,7 @@ fn region(obj: &Bound<'_, PyAny>, what: &str, writable: bool) -> PyResult<HostAr
     }
     // numpy's interface describes `shape[0]` bytes at `address` owned by `obj`, which the
     // caller's argument list keeps alive for the whole call.
-    HostArg::from_foreign(address, shape[0], true)
+    HostArg::from_foreign(address, shape[0], !readonly)
         .ok_or_else(|| PyValueError::new_err(format!("{what} has a null data pointer")))
 }
 

@@ -166,7 +166,7 @@ impl Launcher {
         if prepared.loaded.is_some() {
             let report = py
                 .detach(|| prepared.dispatch(&buffers, None))
-                .map_err(driver_error)?;
+                .map_err(|e| self.dispatch_error(e))?;
             let ns = u64::try_from(report.device_time.as_nanos()).unwrap_or(u64::MAX);
             LAST_DISPATCH.with(|d| d.set((d.get().0 + 1, ns)));
             DISPATCHED_IN_PLACE.fetch_add(report.in_place.into(), Ordering::Relaxed);
@@ -245,6 +245,33 @@ impl Launcher {
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some(prepared.cache_dir().to_owned());
         Ok(prepared)
+    }
+
+    /// A dispatch error for Python; an output the kernel cannot write is named as the
+    /// signature names it.
+    fn dispatch_error(&self, e: npu_driver::DriverError) -> PyErr {
+        if let npu_driver::DriverError::Runtime(npu_runtime::RuntimeError::NotWritable {
+            index,
+            reason,
+            ..
+        }) = &e
+            && let Some((i, (name, _))) = self
+                .params
+                .iter()
+                .enumerate()
+                .filter(|(_, (_, p))| *p == Param::Pointer)
+                .nth(*index)
+        {
+            return crate::errors::error_of_kind(
+                npu_driver::ErrorKind::InvalidInput,
+                format!(
+                    "argument {i} ({name}) of {} is an output (the kernel writes it), but \
+                     {reason}; nothing was dispatched: pass writable memory (e.g. a copy)",
+                    self.name
+                ),
+            );
+        }
+        driver_error(e)
     }
 
     fn exit(&self, hook: &Bound<'_, PyAny>, metadata: &Bound<'_, PyAny>) -> PyResult<()> {
@@ -419,11 +446,21 @@ pub(crate) fn host_arg(
             what()
         )));
     }
+    // An object that can be read-only says so NumPy's way (`flags.writeable`: numpy
+    // arrays, SharedBuffer); torch tensors cannot, and memory that is mapped read-only
+    // behind a writable-looking object is found by the dispatch's page probe.
+    let writable = match arg.getattr_opt(intern!(py, "flags"))? {
+        Some(flags) => match flags.getattr_opt(intern!(py, "writeable"))? {
+            Some(w) => w.is_truthy()?,
+            None => true,
+        },
+        None => true,
+    };
     // The object is alive for the whole call (the argument tuple holds it). That
-    // data_ptr() addresses shape × itemsize bytes the kernel may read and write is the
-    // tensor protocol's contract (torch, numpy-backed SharedBuffer); a strided view is
-    // refused above whenever the object can say so (is_contiguous()).
-    HostArg::from_foreign(ptr as usize, len, true)
+    // data_ptr() addresses shape × itemsize bytes is the tensor protocol's contract
+    // (torch, numpy-backed SharedBuffer); a strided view is refused above whenever the
+    // object can say so (is_contiguous()).
+    HostArg::from_foreign(ptr as usize, len, writable)
         .ok_or_else(|| PyValueError::new_err(format!("{} has a null data pointer", what())))
 }
 

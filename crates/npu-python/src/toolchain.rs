@@ -20,7 +20,8 @@ fn search(triton_dir: Option<String>) -> SearchPaths {
 }
 
 /// `{"path": str | None, "version": str | None, "error": str | None}`; the error names every
-/// place looked and how to install the tool.
+/// place looked and how to install the tool. Raises `NPUResourceError` when the search could
+/// not run its probes (a limit of the process or the system was reached).
 #[pyfunction]
 #[pyo3(signature = (triton_dir=None))]
 fn find_triton_shared_opt<'py>(
@@ -37,6 +38,13 @@ fn find_triton_shared_opt<'py>(
             d.set_item("path", tool.path.display().to_string())?;
             d.set_item("version", tool.identity.describe())?;
             d.set_item("error", py.None())?;
+        }
+        // Not knowing (a probe could not start for want of a resource) is not "missing".
+        Err(missing) if missing.exhausted.is_some() => {
+            return Err(crate::errors::error_of_kind(
+                npu_driver::ErrorKind::ResourcesExhausted,
+                missing.to_string(),
+            ));
         }
         Err(missing) => {
             d.set_item("path", py.None())?;

@@ -66,6 +66,17 @@ pub enum RuntimeError {
     /// Arguments refused before anything was submitted.
     #[error("invalid arguments for kernel {kernel:?}: {reason}")]
     InvalidArguments { kernel: String, reason: String },
+    /// An argument the kernel writes cannot be written (read-only or unmapped memory);
+    /// `index` counts the buffer arguments of the dispatch, so callers can name it.
+    #[error(
+        "invalid arguments for kernel {kernel:?}: buffer argument {index} is written by the \
+         kernel, but {reason}; pass writable memory (e.g. a copy)"
+    )]
+    NotWritable {
+        kernel: String,
+        index: usize,
+        reason: crate::NotWritable,
+    },
     /// The device reported an error for a dispatch.
     #[error("dispatch of kernel {kernel:?} failed: {reason}")]
     Dispatch { kernel: String, reason: String },
@@ -84,7 +95,9 @@ impl RuntimeError {
             RuntimeError::NoDevice(_) => ErrorKind::NoDevice,
             RuntimeError::HardwareContext { .. } => ErrorKind::HardwareContextExhausted,
             RuntimeError::Load { .. } => ErrorKind::LoadRefused,
-            RuntimeError::InvalidArguments { .. } => ErrorKind::InvalidArguments,
+            RuntimeError::InvalidArguments { .. } | RuntimeError::NotWritable { .. } => {
+                ErrorKind::InvalidArguments
+            }
             RuntimeError::Dispatch { .. } => ErrorKind::LaunchFailed,
             RuntimeError::Timeout { .. } => ErrorKind::Timeout,
             RuntimeError::Call { .. } => ErrorKind::CallFailed,

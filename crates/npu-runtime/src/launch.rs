@@ -110,10 +110,12 @@ impl<'a> Launch<'a> {
                 }
             }
             let written = options.writeback.is_none_or(|mask| mask[i]);
-            if written && !arg.is_writable() {
-                return Err(invalid(format!(
-                    "argument {i} is read-only, but the kernel writes it; pass writable memory"
-                )));
+            if written && let Err(reason) = arg.check_writable() {
+                return Err(RuntimeError::NotWritable {
+                    kernel: program.kernel_name.clone(),
+                    index: i,
+                    reason,
+                });
             }
             placements.push(placement);
         }
@@ -276,7 +278,17 @@ mod tests {
             .writable(&mut a)
             .read_only(&ro)
             .dispatch(&rt, &p, &opts);
-        assert!(reason(r).contains("argument 1 is read-only"));
+        assert!(
+            matches!(
+                r,
+                Err(RuntimeError::NotWritable {
+                    index: 1,
+                    reason: crate::NotWritable::Declared,
+                    ..
+                })
+            ),
+            "{r:?}"
+        );
         let reads_second = [true, false];
         let masked = DispatchOptions {
             writeback: Some(&reads_second),

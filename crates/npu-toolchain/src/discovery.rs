@@ -103,9 +103,20 @@ impl Toolchain {
                         cause,
                     });
                 }
-                Err(ToolchainError::ToolsMissing(
-                    [a.err(), b.err(), c.err()].into_iter().flatten().collect(),
-                ))
+                let missing: Vec<MissingTool> =
+                    [a.err(), b.err(), c.err()].into_iter().flatten().collect();
+                // A probe that could not start for want of a resource says nothing about
+                // whether the tool is there: report the resource.
+                if let Some((tool, exhaustion)) = missing
+                    .iter()
+                    .find_map(|m| Some((m.tool.clone(), *m.exhausted.clone()?)))
+                {
+                    return Err(ToolchainError::Exhausted {
+                        during: format!("toolchain discovery (probing {tool} with --version)"),
+                        exhaustion,
+                    });
+                }
+                Err(ToolchainError::ToolsMissing(missing))
             }
         }
     }
@@ -400,6 +411,7 @@ fn pth_dirs(site: &Path, text: &str) -> Vec<PathBuf> {
 pub fn find_peano(config: &Config, search: &SearchPaths) -> std::result::Result<Tool, MissingTool> {
     let roots = peano_roots(config, search);
     let mut searched = Vec::new();
+    let mut exhausted = None;
     for (origin, root) in roots {
         let root = absolute(root);
         let llc = root.join("bin").join("llc");
@@ -430,17 +442,23 @@ pub fn find_peano(config: &Config, search: &SearchPaths) -> std::result::Result<
                     version_line(&out).unwrap_or_else(|| "no version printed".into())
                 )),
             }),
-            Err(why) => searched.push(Candidate {
-                origin,
-                path: root,
-                rejected: Some(format!("bin/llc --version failed: {why}")),
-            }),
+            Err(why) => {
+                if let ProbeError::Exhausted(e) = &why {
+                    exhausted.get_or_insert_with(|| Box::new(e.clone()));
+                }
+                searched.push(Candidate {
+                    origin,
+                    path: root,
+                    rejected: Some(format!("bin/llc --version failed: {why}")),
+                })
+            }
         }
     }
     Err(MissingTool {
         tool: "peano".into(),
         searched,
         install: install_hint("peano"),
+        exhausted,
     })
 }
 
@@ -523,7 +541,21 @@ pub(crate) fn pick_executable(
         let path = absolute(path);
         match executable(&path) {
             Ok(()) => {
-                let identity = identity_from(&path, version_output(&path).ok());
+                let version = match version_output(&path) {
+                    Ok(out) => Some(out),
+                    // Identified by its hash instead would change cache keys; and nothing
+                    // else will start either: report the resource.
+                    Err(ProbeError::Exhausted(x)) => {
+                        return Err(MissingTool {
+                            tool: name.to_owned(),
+                            searched,
+                            install: install_hint(name),
+                            exhausted: Some(Box::new(x)),
+                        });
+                    }
+                    Err(ProbeError::Failed(_)) => None,
+                };
+                let identity = identity_from(&path, version);
                 return Ok(Tool {
                     name: name.to_owned(),
                     path,
@@ -542,6 +574,7 @@ pub(crate) fn pick_executable(
         tool: name.to_owned(),
         searched,
         install: install_hint(name),
+        exhausted: None,
     })
 }
 
@@ -564,8 +597,27 @@ fn executable(path: &Path) -> std::result::Result<(), String> {
 /// How long a `--version` probe may take before the tool is identified by its hash instead.
 pub const VERSION_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// Why a `--version` probe gave no answer.
+#[derive(Debug)]
+enum ProbeError {
+    /// The probe could not start or capture its output: a limit was reached. Nothing is
+    /// known about the tool.
+    Exhausted(npu_process::Exhaustion),
+    /// The tool ran (or could not run) and gave no usable answer.
+    Failed(String),
+}
+
+impl std::fmt::Display for ProbeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProbeError::Exhausted(e) => write!(f, "cannot run it: {e}"),
+            ProbeError::Failed(why) => f.write_str(why),
+        }
+    }
+}
+
 /// Runs `<tool> --version` and returns its output (stdout and stderr), or why that failed.
-fn version_output(tool: &Path) -> std::result::Result<String, String> {
+fn version_output(tool: &Path) -> std::result::Result<String, ProbeError> {
     let name = tool
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -573,11 +625,17 @@ fn version_output(tool: &Path) -> std::result::Result<String, String> {
     let command = ToolCommand::new(name, tool, VERSION_TIMEOUT).arg("--version");
     match command.run(&mut Quiet) {
         Ok(finished) if finished.success() => Ok(finished.text()),
-        Ok(finished) => Err(npu_process::text::describe_status(&finished.status)),
-        Err(RunError::TimedOut { .. }) => {
-            Err(format!("no answer within {} s", VERSION_TIMEOUT.as_secs()))
-        }
-        Err(e) => Err(format!("cannot run it: {e}")),
+        Ok(finished) => Err(ProbeError::Failed(npu_process::text::describe_status(
+            &finished.status,
+        ))),
+        Err(RunError::TimedOut { .. }) => Err(ProbeError::Failed(format!(
+            "no answer within {} s",
+            VERSION_TIMEOUT.as_secs()
+        ))),
+        Err(e) => Err(match e.exhaustion() {
+            Some(x) => ProbeError::Exhausted(x),
+            None => ProbeError::Failed(format!("cannot run it: {e}")),
+        }),
     }
 }
 
@@ -706,6 +764,72 @@ pub(crate) mod tests {
         .unwrap();
         let found = find_air_tool("aircc", &all, &SearchPaths::default()).unwrap();
         assert_eq!(found.path, pathdir.join("aircc"));
+    }
+
+    /// Set in the child of the test below: the folder of its toolchain.
+    const EMFILE_CHILD: &str = "NPU_TOOLCHAIN_TEST_EMFILE_DIR";
+
+    #[test]
+    fn running_out_of_file_descriptors_is_reported_as_such_not_as_a_missing_tool() {
+        let toolchain_config = |dir: &Path| {
+            config(&[
+                (
+                    "MLIR_AIR_INSTALL_DIR",
+                    dir.join("air").display().to_string(),
+                ),
+                ("PEANO_INSTALL_DIR", dir.join("peano").display().to_string()),
+            ])
+        };
+        if let Some(dir) = std::env::var_os(EMFILE_CHILD) {
+            // The child: every tool is installed, and no file descriptor is left.
+            let cfg = toolchain_config(Path::new(&dir));
+            let search = SearchPaths::default();
+            npu_process::set_open_file_limit(0, 4096).unwrap();
+            let results = [
+                Toolchain::discover(&cfg, &search).map_err(|e| e.to_string()),
+                find_peano(&cfg, &search)
+                    .map(|_| Toolchain::discover(&cfg, &search).unwrap())
+                    .map_err(|m| m.to_string()),
+            ];
+            for result in results {
+                match result {
+                    Ok(_) => println!("\nFOUND"),
+                    Err(e) => println!("\nERROR: {}", e.replace('\n', " ")),
+                }
+            }
+            return;
+        }
+        let t = tempfile::tempdir().unwrap();
+        for name in ["air-opt", "aircc"] {
+            tool(&t.path().join("air/bin").join(name), "echo 'version 1.0'");
+        }
+        llc(&t.path().join("peano"), "aie2 aie2p");
+        // With descriptors to spare, everything is found.
+        Toolchain::discover(&toolchain_config(t.path()), &SearchPaths::default()).unwrap();
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "discovery::tests::running_out_of_file_descriptors_is_reported_as_such_not_as_a_missing_tool",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(EMFILE_CHILD, t.path())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let errors: Vec<&str> = text.lines().filter(|l| l.starts_with("ERROR: ")).collect();
+        assert_eq!(errors.len(), 2, "{text}");
+        for line in errors {
+            for want in [
+                "EMFILE",
+                "RLIMIT_NOFILE",
+                "`ulimit -n`: 0",
+                "ulimit -n 4096",
+            ] {
+                assert!(line.contains(want), "{want:?} missing in {line}");
+            }
+            assert!(!line.contains("not found"), "{line}");
+        }
     }
 
     #[test]

@@ -24,10 +24,21 @@ pub struct MissingTool {
     pub searched: Vec<Candidate>,
     /// How to install it.
     pub install: String,
+    /// A probe of a candidate (`--version`) could not even start because a limit was reached:
+    /// the tool may well be there, and the error must say so instead of "not found".
+    #[serde(skip)]
+    pub exhausted: Option<Box<npu_process::Exhaustion>>,
 }
 
 impl fmt::Display for MissingTool {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(e) = &self.exhausted {
+            return write!(
+                f,
+                "{} cannot be looked for: probing it ran out of a system resource: {e}",
+                self.tool
+            );
+        }
         writeln!(f, "{} was not found. Places looked, in order:", self.tool)?;
         if self.searched.is_empty() {
             writeln!(f, "  (none: no location is configured and PATH is empty)")?;
@@ -123,11 +134,22 @@ pub enum ToolchainError {
     #[error(transparent)]
     Format(#[from] npu_target::FormatError),
 
-    #[error("cannot {what} {}: {source}", .path.display())]
+    #[error("cannot {what} {}: {}", .path.display(), npu_process::describe_io(.source))]
     Io {
         what: String,
         path: PathBuf,
         source: io::Error,
+    },
+
+    /// Finding the tools needed a process or file that a limit of the process or the system
+    /// did not allow; the tools may be installed all right.
+    #[error(
+        "{during} ran out of a system resource, so the toolchain cannot be checked (the tools \
+         may well be installed): {exhaustion}"
+    )]
+    Exhausted {
+        during: String,
+        exhaustion: npu_process::Exhaustion,
     },
 
     /// A tool could not be started (not found, not executable, a resource limit reached).

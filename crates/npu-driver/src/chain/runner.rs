@@ -247,6 +247,12 @@ impl ChainRunner {
                 }
                 _ => {}
             }
+            // Checked before anything runs: the results are copied into it afterwards.
+            if let Some(d) = destination
+                && let Err(e) = d.check_writable()
+            {
+                return Err(self.input_error(format!("the destination of output {i}: {e}")));
+            }
         }
 
         let shared = self.set_for(req.bo_key, &sizes, &bound)?;

@@ -24,6 +24,26 @@ unsafe impl Sync for HostArg {}
 #[error("the argument's memory is read-only")]
 pub struct ReadOnly;
 
+/// Why memory a kernel writes cannot take the kernel's results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum NotWritable {
+    /// The object that owns the memory says it is read-only.
+    #[error(
+        "the object is read-only (e.g. a NumPy array with flags.writeable = False, or a \
+         SharedBuffer over one)"
+    )]
+    Declared,
+    /// The object claims to be writable, but the pages are mapped read-only.
+    #[error(
+        "its memory is mapped read-only although the object claims to be writable (e.g. a \
+         tensor from torch.frombuffer over a read-only mmap)"
+    )]
+    MappedReadOnly,
+    /// Part of the range is not mapped in this process at all.
+    #[error("part of its memory is not mapped in this process (was it freed?)")]
+    Unmapped,
+}
+
 impl HostArg {
     /// A readable and writable range.
     ///
@@ -90,6 +110,45 @@ impl HostArg {
         self.writable
     }
 
+    /// Whether the kernel may write this argument's memory: the owner's word
+    /// ([`HostArg::is_writable`]) and then the pages themselves, so that a write into memory
+    /// mapped read-only (which the owner cannot know about, e.g. a NumPy array over `bytes`)
+    /// is refused instead of killing the process with SIGSEGV.
+    ///
+    /// The pages are probed with `madvise(MADV_POPULATE_WRITE)` (Linux 5.14): it faults them
+    /// in for writing without changing a byte, and fails with `EFAULT` where a write would
+    /// raise SIGSEGV or SIGBUS and with `ENOMEM` where nothing is mapped. Where the kernel
+    /// cannot say (older kernels, device mappings: `EINVAL`), `/proc/self/maps` decides.
+    pub fn check_writable(&self) -> Result<(), NotWritable> {
+        if !self.writable {
+            return Err(NotWritable::Declared);
+        }
+        if self.len == 0 {
+            return Ok(());
+        }
+        let page = rustix::param::page_size();
+        let start = self.address() & !(page - 1);
+        let Some(end) = self.address().checked_add(self.len) else {
+            return Err(NotWritable::Unmapped);
+        };
+        // SAFETY: MADV_POPULATE_WRITE neither changes the contents nor the mapping of any
+        // page: it only faults pages in as a write would (without writing), and reports an
+        // error instead of a signal. The range is page-aligned as madvise requires.
+        let probed = unsafe {
+            rustix::mm::madvise(
+                start as *mut std::ffi::c_void,
+                end - start,
+                rustix::mm::Advice::LinuxPopulateWrite,
+            )
+        };
+        match probed {
+            Ok(()) => Ok(()),
+            Err(e) if e == rustix::io::Errno::FAULT => Err(NotWritable::MappedReadOnly),
+            Err(e) if e == rustix::io::Errno::NOMEM => Err(NotWritable::Unmapped),
+            Err(_) => maps_writable(start, end),
+        }
+    }
+
     /// Copies the argument's bytes into the start of `dst`; returns how many (the shorter of
     /// the two lengths).
     pub fn read_into(&self, dst: &mut [u8]) -> usize {
@@ -150,6 +209,39 @@ impl HostArg {
         unsafe { std::ptr::write_bytes(self.ptr.as_ptr(), value, self.len) };
         Ok(())
     }
+}
+
+/// Whether `/proc/self/maps` shows `[start, end)` mapped writable throughout.
+fn maps_writable(start: usize, end: usize) -> Result<(), NotWritable> {
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+        // Nothing more to learn: the owner said writable.
+        return Ok(());
+    };
+    let mut covered = start;
+    for line in maps.lines() {
+        let mut fields = line.split_whitespace();
+        let (Some(range), Some(perms)) = (fields.next(), fields.next()) else {
+            continue;
+        };
+        let Some((lo, hi)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+        else {
+            continue;
+        };
+        if hi <= covered || lo > covered {
+            continue;
+        }
+        if !perms.starts_with("rw") {
+            return Err(NotWritable::MappedReadOnly);
+        }
+        covered = hi;
+        if covered >= end {
+            return Ok(());
+        }
+    }
+    Err(NotWritable::Unmapped)
 }
 
 /// Memory the device reads and writes in place (an HSA pool allocation, an XRT buffer
@@ -236,5 +328,44 @@ impl<'a> HostBuffers<'a> {
         // Every buffer is borrowed (exclusively where writable) until this value is dropped,
         // which cannot happen before the dispatch returns: what a HostArg requires.
         runtime.dispatch(program, &self.args, options)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Lies in the program's read-only data: mapped, readable, never writable.
+    static READ_ONLY: [u8; 256] = [7; 256];
+
+    #[test]
+    fn memory_mapped_read_only_is_found_although_the_owner_says_writable() {
+        let claimed =
+            HostArg::from_foreign(READ_ONLY.as_ptr() as usize, READ_ONLY.len(), true).unwrap();
+        assert_eq!(claimed.check_writable(), Err(NotWritable::MappedReadOnly));
+        assert_eq!(READ_ONLY[0], 7);
+        let declared =
+            HostArg::from_foreign(READ_ONLY.as_ptr() as usize, READ_ONLY.len(), false).unwrap();
+        assert_eq!(declared.check_writable(), Err(NotWritable::Declared));
+    }
+
+    #[test]
+    fn writable_memory_passes_unchanged_and_unmapped_memory_is_refused() {
+        let mut data: Vec<u8> = (0..=255).cycle().take(3 * 4096 + 5).collect();
+        let expect = data.clone();
+        let arg = HostArg::from_foreign(data.as_mut_ptr() as usize, data.len(), true).unwrap();
+        assert_eq!(arg.check_writable(), Ok(()));
+        assert_eq!(data, expect, "probing must not change a byte");
+        // The first page of the address space is never mapped (vm.mmap_min_addr).
+        let nowhere = HostArg::from_foreign(0x10, 64, true).unwrap();
+        assert_eq!(nowhere.check_writable(), Err(NotWritable::Unmapped));
+        assert_eq!(maps_writable(0x0, 0x1000), Err(NotWritable::Unmapped));
+        let ro = READ_ONLY.as_ptr() as usize;
+        assert_eq!(
+            maps_writable(ro, ro + READ_ONLY.len()),
+            Err(NotWritable::MappedReadOnly)
+        );
+        let rw = data.as_ptr() as usize;
+        assert_eq!(maps_writable(rw, rw + data.len()), Ok(()));
     }
 }
