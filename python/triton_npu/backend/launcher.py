@@ -30,15 +30,19 @@ def do_bench(
     rep: int = 100,
     quantiles: Sequence[float] | None = None,
     return_mode: str = "mean",
+    grad_to_none: Sequence[Any] | None = None,
     **_: Any,
 ) -> Any:
     """Times ``fn`` (one kernel launch) by the device time the runtime measured for each
     dispatch, under both runtimes. ``warmup`` and ``rep`` are milliseconds of device time,
-    as in ``triton.testing.do_bench``."""
+    as in ``triton.testing.do_bench``; ``grad_to_none`` tensors get ``.grad = None`` before
+    each timed call (so a backward pass in ``fn`` does not accumulate)."""
     if return_mode not in ("min", "max", "mean", "median", "all"):
         raise ValueError(f"return_mode must be min, max, mean, median or all; got {return_mode!r}")
 
     def timed() -> float:
+        for tensor in grad_to_none or ():
+            tensor.grad = None
         before = native().last_dispatch()[0]
         fn()
         count, seconds = native().last_dispatch()

@@ -1,0 +1,146 @@
+"""``CPUDriver``: upstream's CPU reference backend, through Triton's own interpreter.
+
+Upstream's ``examples/benchmark.py`` imports ``CPUDriver`` from
+``triton.backends.triton_shared.driver``, which only the triton-shared backend provides (upstream
+builds it into its own triton wheel). When triton-shared is not installed,
+``triton.backends.triton_shared.driver`` is this module (see ``triton_npu._triton_shared_names``),
+so the import works; an installed triton-shared is never shadowed.
+
+This ``CPUDriver`` runs kernels on the CPU with Triton's interpreter (what ``TRITON_INTERPRET=1``
+selects): while it is the active driver (``triton.runtime.driver.set_active(CPUDriver())``,
+per thread as with ``NPUDriver``), launching a ``@triton.jit`` kernel runs it through
+``triton.runtime.interpreter.InterpretedFunction`` — the kernel's Python, block by block,
+on numpy — instead of compiling it. Nothing is compiled, so no toolchain is needed; it is slow
+(fine for reference results, not for timing). Kernel arguments are host tensors, as for the
+NPU. A kernel the interpreter cannot run raises Triton's ``InterpreterError``; for the
+triton-shared compiled CPU backend (LLVM), install triton-shared into your triton.
+
+Interpreted launches are serialised process-wide: the interpreter patches ``triton.language``
+for the duration of a launch.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from triton_npu._host_driver import HostMemoryDriver
+
+__all__ = ["CPUDriver"]
+
+# Marks our JITFunction.run hook and the interpreted function kept on a kernel, also across
+# reloads of this module.
+_MARK = "_triton_npu_cpu_driver"
+
+_hook_lock = threading.Lock()
+# One interpreted launch at a time: the interpreter patches triton.language module-wide.
+_run_lock = threading.RLock()
+
+
+class CPUDriver(HostMemoryDriver):
+    """Runs kernels on the CPU through Triton's interpreter (upstream: triton-shared's
+    ``CPUDriver``). Select it with ``triton.runtime.driver.set_active(CPUDriver())``."""
+
+    DEVICE = "cpu"
+    WHAT = "CPU driver"
+
+    def __init__(self) -> None:
+        from triton_npu._active_driver import make_active_driver_per_context
+
+        make_active_driver_per_context()
+        _install_run_hook()
+
+    @staticmethod
+    def is_active() -> bool:
+        return False
+
+    def get_benchmarker(self) -> Any:
+        from triton.testing import do_bench
+
+        return do_bench
+
+
+def _cpu_driver_active() -> bool:
+    from triton.runtime.driver import driver as config
+
+    # `_active`, not `active`: reading `active` would create the default driver.
+    return isinstance(getattr(config, "_active", None), CPUDriver)
+
+
+def _interpreted(jit_function: Any) -> Any:
+    """The interpreter's function for a ``JITFunction`` (made once, kept on it)."""
+    found = getattr(jit_function, _MARK, None)
+    if found is None:
+        from triton.runtime.interpreter import InterpretedFunction
+
+        found = InterpretedFunction(
+            jit_function.fn,
+            version=jit_function.version,
+            do_not_specialize=jit_function.do_not_specialize,
+            do_not_specialize_on_alignment=jit_function.do_not_specialize_on_alignment,
+            debug=jit_function.debug,
+            noinline=jit_function.noinline,
+        )
+        setattr(jit_function, _MARK, found)
+    return found
+
+
+def _call_interpreted(jit_function: Any, *args: Any, **kwargs: Any) -> Any:
+    """A helper ``@triton.jit`` function called by an interpreted kernel. As the interpreter
+    does for its own functions, ``triton.language`` as the helper's module sees it is patched
+    for the call, but here the patch is undone when the call returns: the same modules serve
+    compiled launches afterwards."""
+    from triton.runtime.errors import InterpreterError
+    from triton.runtime.interpreter import _patch_lang
+
+    scope = _patch_lang(jit_function.fn)
+    try:
+        return _interpreted(jit_function).rewrite()(*args, **kwargs)
+    except InterpreterError:
+        raise
+    except Exception as e:
+        raise InterpreterError(repr(e)) from e
+    finally:
+        scope.restore()
+
+
+def _run_interpreted(jit_function: Any, args: tuple, grid: Any, warmup: bool, kwargs: dict) -> Any:
+    from triton import knobs
+    from triton.runtime.jit import JITFunction
+
+    interpreted = _interpreted(jit_function)
+    for hook in getattr(jit_function, "pre_run_hooks", ()):
+        if hook not in interpreted.pre_run_hooks:
+            interpreted.add_pre_run_hook(hook)
+    with _run_lock:
+        call = JITFunction.__call__
+        interpret = knobs.runtime.interpret
+        # As under TRITON_INTERPRET=1: helper @triton.jit functions the kernel calls run
+        # interpreted too, and Triton's own code takes its interpreter paths.
+        JITFunction.__call__ = _call_interpreted
+        knobs.runtime.interpret = True
+        try:
+            return interpreted.run(*args, grid=grid, warmup=warmup, **kwargs)
+        finally:
+            knobs.runtime.interpret = interpret
+            JITFunction.__call__ = call
+
+
+def _install_run_hook() -> None:
+    """Makes ``JITFunction.run`` (what ``kernel[grid](...)`` calls) run the interpreter while a
+    ``CPUDriver`` is the calling thread's active driver; nothing changes otherwise."""
+    from triton.runtime.jit import JITFunction
+
+    with _hook_lock:
+        if getattr(JITFunction.run, _MARK, False):
+            return
+        compiled_run = JITFunction.run
+
+        def run(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
+            if _cpu_driver_active():
+                return _run_interpreted(self, args, grid, warmup, kwargs)
+            return compiled_run(self, *args, grid=grid, warmup=warmup, **kwargs)
+
+        run.__doc__ = compiled_run.__doc__
+        setattr(run, _MARK, True)
+        JITFunction.run = run
