@@ -4,6 +4,8 @@ driver's own), so Triton's backend discovery never counts it as a driver."""
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from triton.backends.compiler import GPUTarget
@@ -68,3 +70,51 @@ class HostMemoryDriver(DriverBase):
 
     def assemble_tensormap_to_arg(self, tensormaps_info: Any, args: Any) -> Any:
         return args
+
+    def time_ms(self, fn: Callable[[], Any]) -> float:
+        """Runs ``fn`` once and returns how long it took, in ms, by this driver's clock."""
+        raise NotImplementedError
+
+    def do_bench(
+        self,
+        fn: Callable[[], Any],
+        warmup: int = 25,
+        rep: int = 100,
+        grad_to_none: Sequence[Any] | None = None,
+        quantiles: Sequence[float] | None = None,
+        return_mode: str = "mean",
+    ) -> Any:
+        """Times ``fn`` in ms by :meth:`time_ms` (upstream's ``NPUDriver.do_bench``): runs it
+        for about ``warmup`` ms, then for about ``rep`` ms (at least 5 times); tensors in
+        ``grad_to_none`` get ``.grad = None`` before each call; returns ``quantiles`` if
+        given, else the times summarised by ``return_mode`` (min, max, mean, median or all),
+        as ``triton.testing.do_bench`` does."""
+        if return_mode not in ("min", "max", "mean", "median", "all"):
+            raise ValueError(
+                f"return_mode must be min, max, mean, median or all; got {return_mode!r}"
+            )
+
+        def one() -> float:
+            for tensor in grad_to_none or ():
+                tensor.grad = None
+            return self.time_ms(fn)
+
+        estimate_ms = max(one(), 1e-3)  # the first call also compiles and loads
+        for _ in range(max(1, int(warmup / estimate_ms))):
+            one()
+        times = [one() for _ in range(max(5, int(rep / estimate_ms)))]
+        if quantiles is not None:
+            ordered = sorted(times)
+            picked = [ordered[min(len(ordered) - 1, int(q * len(ordered)))] for q in quantiles]
+            return picked[0] if len(picked) == 1 else picked
+        if return_mode == "all":
+            return times
+        return {
+            "min": min,
+            "max": max,
+            "mean": statistics.fmean,
+            "median": statistics.median,
+        }[return_mode](times)
+
+    def get_benchmarker(self) -> Any:
+        return self.do_bench

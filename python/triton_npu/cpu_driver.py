@@ -22,6 +22,8 @@ for the duration of a launch.
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 from triton_npu._host_driver import HostMemoryDriver
@@ -54,10 +56,11 @@ class CPUDriver(HostMemoryDriver):
     def is_active() -> bool:
         return False
 
-    def get_benchmarker(self) -> Any:
-        from triton.testing import do_bench
-
-        return do_bench
+    def time_ms(self, fn: Callable[[], Any]) -> float:
+        """Wall-clock time (interpreted kernels run on the calling thread)."""
+        started = time.perf_counter()
+        fn()
+        return (time.perf_counter() - started) * 1e3
 
 
 def _cpu_driver_active() -> bool:

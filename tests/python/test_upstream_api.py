@@ -141,6 +141,39 @@ print(json.dumps({
     assert result == {"npu_compiled": True, "cpu_compiled": [False, False]}
 
 
+def test_autotuned_kernels_run_and_benchmark_on_the_cpu_backend(tmp_path: Path):
+    result = _json_script(
+        tmp_path,
+        """
+import json
+import torch
+import triton
+import triton.language as tl
+from triton.backends.triton_shared.driver import CPUDriver
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 256}), triton.Config({"BLOCK": 512})],
+                 key=["n"])
+@triton.jit
+def double_kernel(X, Y, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(Y + offs, tl.load(X + offs, mask=m) * 2.0, mask=m)
+
+cpu = CPUDriver()
+triton.runtime.driver.set_active(cpu)
+x = torch.randn(1000)
+y = torch.zeros_like(x)
+double_kernel[lambda meta: (triton.cdiv(1000, meta["BLOCK"]),)](x, y, 1000)
+torch.testing.assert_close(y, x * 2)
+ms = cpu.do_bench(lambda: None, warmup=1, rep=1, quantiles=[0.5])
+print(json.dumps({"best": double_kernel.best_config.kwargs["BLOCK"] in (256, 512),
+                  "ms": ms >= 0}))
+""",
+        harness_env(tmp_path),
+    )
+    assert result == {"best": True, "ms": True}
+
+
 def test_an_installed_triton_shared_is_never_shadowed(tmp_path: Path):
     real = tmp_path / "site" / "triton_shared"
     real.mkdir(parents=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from triton_npu._host_driver import HostMemoryDriver
@@ -123,34 +123,13 @@ class NPUDriver(HostMemoryDriver):
         # honour Triton's own selector so that TRITON_DEFAULT_BACKEND needs nothing else.
         return os.environ.get("TRITON_DEFAULT_BACKEND") == BACKEND_NAME
 
-    def do_bench(
-        self,
-        fn: Callable[[], Any],
-        warmup: int = 25,
-        rep: int = 100,
-        grad_to_none: Sequence[Any] | None = None,
-        quantiles: Sequence[float] | None = None,
-        return_mode: str = "mean",
-    ) -> Any:
-        """Times ``fn`` (one or more NPU kernel launches) by the device time the runtime
-        measured, in milliseconds, as upstream's ``NPUDriver.do_bench``: ``warmup`` and
-        ``rep`` are milliseconds of device time; ``grad_to_none`` tensors get ``.grad = None``
-        before each timed call; ``return_mode`` is min, max, mean, median or all, or
-        ``quantiles`` picks quantiles. Works under both runtimes (upstream's read a
-        ``data.txt`` its XRT launcher wrote)."""
-        from triton_npu.backend.launcher import do_bench
+    def time_ms(self, fn: Callable[[], Any]) -> float:
+        """The device time of the NPU dispatches ``fn`` makes, as the runtime measured it
+        (``do_bench`` times by it, under both runtimes; upstream's read a ``data.txt`` its
+        XRT launcher wrote)."""
+        from triton_npu.backend.launcher import device_ms
 
-        return do_bench(
-            fn,
-            warmup=warmup,
-            rep=rep,
-            grad_to_none=grad_to_none,
-            quantiles=quantiles,
-            return_mode=return_mode,
-        )
-
-    def get_benchmarker(self) -> Any:
-        return self.do_bench
+        return device_ms(fn)
 
 
 def get_npu_cache_dir(compiled_kernel: Any) -> str | None:
