@@ -15,15 +15,17 @@ on numpy — instead of compiling it. Nothing is compiled, so no toolchain is ne
 NPU. A kernel the interpreter cannot run raises Triton's ``InterpreterError``; for the
 triton-shared compiled CPU backend (LLVM), install triton-shared into your triton.
 
-Interpreted launches are serialised process-wide: the interpreter patches ``triton.language``
-for the duration of a launch.
+Interpreted launches run one at a time, and never at the same time as a compiled launch in
+another thread: the interpreter switches Triton to interpreter mode and patches
+``triton.language`` process-wide for the duration of a launch.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from triton_npu._host_driver import HostMemoryDriver
@@ -35,8 +37,53 @@ __all__ = ["CPUDriver"]
 _MARK = "_triton_npu_cpu_driver"
 
 _hook_lock = threading.Lock()
-# One interpreted launch at a time: the interpreter patches triton.language module-wide.
-_run_lock = threading.RLock()
+
+
+class _Launches:
+    """Interpreted launches run alone: they switch Triton to interpreter mode and patch
+    ``triton.language``, process-wide. Compiled launches (any thread, any backend) run
+    together, but never while an interpreted one runs, so no compile sees that mode."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._compiled = 0
+        self._interpreting: int | None = None  # the thread running an interpreted launch
+        self._depth = 0
+
+    @contextlib.contextmanager
+    def compiled(self) -> Iterator[None]:
+        me = threading.get_ident()
+        with self._cond:
+            while self._interpreting not in (None, me):
+                self._cond.wait()
+            self._compiled += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._compiled -= 1
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def interpreted(self) -> Iterator[None]:
+        me = threading.get_ident()
+        with self._cond:
+            if self._interpreting != me:
+                while self._interpreting is not None or self._compiled:
+                    self._cond.wait()
+                self._interpreting = me
+            self._depth += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._depth -= 1
+                if self._depth == 0:
+                    self._interpreting = None
+                    self._cond.notify_all()
+
+
+_launches = _Launches()
 
 
 class CPUDriver(HostMemoryDriver):
@@ -115,7 +162,7 @@ def _run_interpreted(jit_function: Any, args: tuple, grid: Any, warmup: bool, kw
     for hook in getattr(jit_function, "pre_run_hooks", ()):
         if hook not in interpreted.pre_run_hooks:
             interpreted.add_pre_run_hook(hook)
-    with _run_lock:
+    with _launches.interpreted():
         call = JITFunction.__call__
         interpret = knobs.runtime.interpret
         # As under TRITON_INTERPRET=1: helper @triton.jit functions the kernel calls run
@@ -142,7 +189,8 @@ def _install_run_hook() -> None:
         def run(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
             if _cpu_driver_active():
                 return _run_interpreted(self, args, grid, warmup, kwargs)
-            return compiled_run(self, *args, grid=grid, warmup=warmup, **kwargs)
+            with _launches.compiled():
+                return compiled_run(self, *args, grid=grid, warmup=warmup, **kwargs)
 
         run.__doc__ = compiled_run.__doc__
         setattr(run, _MARK, True)
