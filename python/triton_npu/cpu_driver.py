@@ -12,8 +12,10 @@ per thread as with ``NPUDriver``), launching a ``@triton.jit`` kernel runs it th
 ``triton.runtime.interpreter.InterpretedFunction`` — the kernel's Python, block by block,
 on numpy — instead of compiling it. Nothing is compiled, so no toolchain is needed; it is slow
 (fine for reference results, not for timing). Kernel arguments are host tensors, as for the
-NPU. A kernel the interpreter cannot run raises Triton's ``InterpreterError``; for the
-triton-shared compiled CPU backend (LLVM), install triton-shared into your triton.
+NPU. The interpreter cannot compute bfloat16, so bfloat16 tensors reach it as float32
+mirrors and results are rounded back (see ``_bf16_as_f32``): bf16 kernels compute in
+float32. A kernel the interpreter cannot run raises Triton's ``InterpreterError``; for
+triton-shared's compiled CPU backend (LLVM), install triton-shared into your triton.
 
 Interpreted launches run one at a time, and never at the same time as a compiled launch in
 another thread: the interpreter switches Triton to interpreter mode and patches
@@ -110,6 +112,52 @@ class CPUDriver(HostMemoryDriver):
         return (time.perf_counter() - started) * 1e3
 
 
+class InterpretedKernel:
+    """What a launch (or ``warmup``) returns under the CPU driver, in place of Triton's
+    ``CompiledKernel``: the kernel ran in the interpreter, so nothing was compiled.
+
+    Scripts written for triton-shared's CPU backend read the compiled kernel's ``asm`` (e.g.
+    ``asm["ttsharedir"]``, as upstream's multi_drivers example does). ``asm`` and ``metadata``
+    compile the kernel for those arguments on first use, as the NPU backend compiles it (TTIR,
+    then the Linalg triton-shared-opt makes) without running it; so reading them needs
+    triton-shared-opt, and running kernels on the CPU does not."""
+
+    def __init__(self, jit_function: Any, args: tuple, kwargs: dict, grid: Any) -> None:
+        self.function = jit_function
+        self.name = jit_function.fn.__name__
+        self._args = args
+        self._kwargs = kwargs
+        self._grid = grid
+        self._compiled: Any = None
+
+    def compiled(self) -> Any:
+        """The kernel compiled by the NPU backend for these arguments (made once)."""
+        if self._compiled is None:
+            from triton.runtime.driver import driver as config
+
+            from triton_npu.backend.driver import NPUDriver
+            from triton_npu.config import config_context
+
+            previous = config._active
+            config.set_active(NPUDriver())
+            try:
+                with config_context(compile_only=True):
+                    self._compiled = self.function.warmup(
+                        *self._args, grid=self._grid, **self._kwargs
+                    )
+            finally:
+                config._active = previous
+        return self._compiled
+
+    @property
+    def asm(self) -> dict:
+        return self.compiled().asm
+
+    @property
+    def metadata(self) -> Any:
+        return self.compiled().metadata
+
+
 def _cpu_driver_active() -> bool:
     from triton.runtime.driver import driver as config
 
@@ -154,10 +202,45 @@ def _call_interpreted(jit_function: Any, *args: Any, **kwargs: Any) -> Any:
         scope.restore()
 
 
+def _bf16_as_f32(args: tuple, kwargs: dict) -> tuple[tuple, dict, Callable[[], None]]:
+    """Triton's interpreter keeps bfloat16 as raw 16-bit patterns and computes on them
+    (it "does not support operations on bfloat16": Triton's debugging guide; e.g.
+    triton-lang/triton#11584), so a bfloat16 tensor argument is handed to it as a float32 mirror
+    of its whole storage (same sizes, strides and offset; arguments sharing storage share the
+    mirror). The kernel computes in float32; ``write_back`` rounds the mirrors back into the
+    bfloat16 storage, as a store of float32 results to bfloat16 memory does."""
+    mirrors: dict[int, tuple[Any, Any]] = {}
+
+    def swap(value: Any) -> Any:
+        import torch
+
+        if not isinstance(value, torch.Tensor) or value.dtype != torch.bfloat16:
+            return value
+        storage = value.untyped_storage()
+        key = storage.data_ptr()
+        if key not in mirrors:
+            whole = torch.empty(0, dtype=torch.bfloat16, device=value.device).set_(storage)
+            mirrors[key] = (whole, whole.to(torch.float32))
+        return mirrors[key][1].as_strided(value.size(), value.stride(), value.storage_offset())
+
+    def write_back() -> None:
+        for whole, mirror in mirrors.values():
+            whole.copy_(mirror)
+
+    return (
+        tuple(swap(a) for a in args),
+        {k: swap(v) for k, v in kwargs.items()},
+        write_back,
+    )
+
+
 def _run_interpreted(jit_function: Any, args: tuple, grid: Any, warmup: bool, kwargs: dict) -> Any:
     from triton import knobs
     from triton.runtime.jit import JITFunction
 
+    launch = InterpretedKernel(jit_function, args, kwargs, grid)
+    if warmup:
+        return launch  # nothing to run, and nothing compiles until asked
     interpreted = _interpreted(jit_function)
     for hook in getattr(jit_function, "pre_run_hooks", ()):
         if hook not in interpreted.pre_run_hooks:
@@ -170,10 +253,13 @@ def _run_interpreted(jit_function: Any, args: tuple, grid: Any, warmup: bool, kw
         JITFunction.__call__ = _call_interpreted
         knobs.runtime.interpret = True
         try:
-            return interpreted.run(*args, grid=grid, warmup=warmup, **kwargs)
+            run_args, run_kwargs, write_back = _bf16_as_f32(args, kwargs)
+            interpreted.run(*run_args, grid=grid, warmup=False, **run_kwargs)
+            write_back()
         finally:
             knobs.runtime.interpret = interpret
             JITFunction.__call__ = call
+    return launch
 
 
 def _install_run_hook() -> None:

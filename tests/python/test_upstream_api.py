@@ -103,13 +103,18 @@ print(json.dumps({
     "same_module": shared_driver is triton_npu.cpu_driver,
     "same_class": benchmark.CPUDriver is triton_npu.cpu_driver.CPUDriver,
     "target": active.get_current_target().backend,
-    "compiled": returned is not None,
+    "returned": [type(returned).__name__, returned.name],
 }))
 """,
         env,
         cwd=work / "centred",
     )
-    assert result == {"same_module": True, "same_class": True, "target": "cpu", "compiled": False}
+    assert result == {
+        "same_module": True,
+        "same_class": True,
+        "target": "cpu",
+        "returned": ["InterpretedKernel", "centred_kernel"],
+    }
 
 
 def test_cpu_and_npu_backends_alternate_in_one_script(tmp_path: Path):
@@ -131,14 +136,70 @@ for name in ("cpu", "npu", "cpu-again"):
 torch.testing.assert_close(outs["cpu"][0], reference(x, 1024), atol=1e-4, rtol=1e-4)
 torch.testing.assert_close(outs["npu"][0], outs["cpu"][0], atol=1e-3, rtol=1e-3)
 torch.testing.assert_close(outs["cpu-again"][0], outs["cpu"][0])
+# As upstream's multi_drivers example reads it from a CPU launch:
+ttsharedir = outs["cpu"][1].asm["ttsharedir"]
 print(json.dumps({
     "npu_compiled": get_npu_cache_dir(outs["npu"][1]) is not None,
-    "cpu_compiled": [outs[n][1] is not None for n in ("cpu", "cpu-again")],
+    "cpu_returned": [type(outs[n][1]).__name__ for n in ("cpu", "cpu-again")],
+    "cpu_asm": b"func.func @centred_kernel" in ttsharedir,
+    "still_cpu": type(triton.runtime.driver.active).__name__,
 }))
 """,
         env,
     )
-    assert result == {"npu_compiled": True, "cpu_compiled": [False, False]}
+    assert result == {
+        "npu_compiled": True,
+        "cpu_returned": ["InterpretedKernel", "InterpretedKernel"],
+        "cpu_asm": True,
+        "still_cpu": "CPUDriver",
+    }
+
+
+def test_bfloat16_kernels_compute_on_the_cpu_backend(tmp_path: Path):
+    # Triton's interpreter computes on bf16 bit patterns; the CPU driver hands it float32
+    # mirrors (of whole storages: views, offsets and aliases keep their meaning).
+    result = _json_script(
+        tmp_path,
+        """
+import json
+import torch
+import triton
+import triton.language as tl
+from triton.backends.triton_shared.driver import CPUDriver
+
+@triton.jit
+def add_kernel(X, Y, O, N: tl.constexpr):
+    o = tl.arange(0, N)
+    tl.store(O + o, tl.load(X + o) + tl.load(Y + o))
+
+@triton.jit
+def dot_kernel(A, B, C, N: tl.constexpr, sam, sak, sbk, sbn):
+    r = tl.arange(0, N)
+    a = tl.load(A + r[:, None] * sam + r[None, :] * sak)
+    b = tl.load(B + r[:, None] * sbk + r[None, :] * sbn)
+    tl.store(C + r[:, None] * N + r[None, :], tl.dot(a, b))
+
+triton.runtime.driver.set_active(CPUDriver())
+torch.manual_seed(0)
+buf = torch.randn(200, dtype=torch.bfloat16)
+x, y = buf[3:67], buf[100:164]          # views into one storage, at offsets
+expected = (x.float() + y.float()).bfloat16()
+add_kernel[(1,)](x, y, buf[130:194], 64)  # the output overlaps y's storage
+big = torch.randn(16, 32, dtype=torch.bfloat16)
+a = big[:, 8:24]                          # strided view
+big_before = big.clone()
+b = torch.randn(16, 16, dtype=torch.bfloat16).t()
+c = torch.empty(16, 16, dtype=torch.float32)
+dot_kernel[(1,)](a, b, c, 16, a.stride(0), a.stride(1), b.stride(0), b.stride(1))
+print(json.dumps({
+    "add": torch.equal(buf[130:194], expected),
+    "dot": float((c - a.float() @ b.float()).abs().max()) < 1e-3,
+    "untouched": torch.equal(big, big_before),
+}))
+""",
+        harness_env(tmp_path),
+    )
+    assert result == {"add": True, "dot": True, "untouched": True}
 
 
 def test_autotuned_kernels_run_and_benchmark_on_the_cpu_backend(tmp_path: Path):
