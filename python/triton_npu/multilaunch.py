@@ -26,7 +26,7 @@ from __future__ import annotations
 import collections
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -34,7 +34,20 @@ from triton_npu._host import facts
 from triton_npu._loader import native
 from triton_npu.errors import HardwareContextsExhaustedError
 
-__all__ = ["MultiLaunchBuilder", "MultiLaunchRunner", "NPUChain"]
+__all__ = ["ChainOp", "MultiLaunchBuilder", "MultiLaunchRunner", "NPUChain"]
+
+
+class ChainOp(NamedTuple):
+    """One op of a :class:`MultiLaunchBuilder` (see :attr:`MultiLaunchBuilder.ops`)."""
+
+    prefix: str
+    kernel: str
+    asm_src: str
+    grid: list[int]
+    arg_map: dict[int, int]
+    arg_types: list[str]
+    transform_script: str | None
+    actual_sizes: list[int] | None
 
 
 class MultiLaunchBuilder:
@@ -79,6 +92,30 @@ class MultiLaunchBuilder:
         )
         self._module_text = None
         self.compiled = None
+
+    @property
+    def ops(self) -> list[ChainOp]:
+        """The ops added so far, in order (upstream's ``ops``): each a :class:`ChainOp` with
+        its ``prefix`` (``op<k>``, its names' prefix in the stitched module), ``kernel``
+        name, ``asm_src`` (ttsharedir), ``grid``, ``arg_map``, ``arg_types`` (its buffer
+        parameters' types), ``transform_script`` and ``actual_sizes``. Ops are lowered when
+        the chain is built, so an op holds its ttsharedir, not upstream's ``air_text``."""
+        ops = []
+        for op in self._native.ops:
+            script = op.pop("transform_script")
+            ops.append(ChainOp(**op, transform_script=None if script is None else str(script)))
+        return ops
+
+    def cache_key(
+        self, output_format: str | None = None, npu_version: str | None = None, text: Any = None
+    ) -> str:
+        """The key of the cache entry :meth:`compile` uses for ``output_format`` on
+        ``npu_version`` (``"npu1"``/``"npu2"``; both default to what :meth:`compile` would
+        pick). Computed from what the artifacts depend on — every op's IR, grid, ``arg_map``,
+        sizes and transform script, and the configuration — without running any tool; the
+        stitched ``text`` follows from those, so upstream's ``text`` argument changes
+        nothing."""
+        return self._native.cache_key(output_format, npu_version)
 
     def combined_arg_types(self) -> list[str]:
         """The combined arguments' types (``memref<*xf32>``…), by combined index."""
@@ -345,12 +382,21 @@ class NPUChain:
             pass
         if self._compiled is None:
             self._build()
+        released_external = False
         while True:
             try:
                 self._runner = MultiLaunchRunner(self._compiled, runtime=self._runtime())
                 break
             except HardwareContextsExhaustedError:
-                # The device ran out of hardware contexts: make room and try again.
+                # The device ran out of hardware contexts: make room and try again — first
+                # with what the application registered (upstream's order), then by closing
+                # our least recently run chains.
+                if not released_external:
+                    released_external = True
+                    from triton_npu.backend.driver import release_external_contexts
+
+                    if release_external_contexts():
+                        continue
                 if not NPUChain._close_stalest():
                     raise
         NPUChain._open[id(self)] = weakref.ref(self)

@@ -6,7 +6,13 @@
 //! `AIR_TRANSFORM_TILING_SCRIPT` pointing at `transform_<device>.mlir` when the directory has
 //! one, through `npu-process` (its own process group, killed as a whole when it overruns the
 //! timeout, when the run is interrupted, or when the runner dies). Exit status 0 is a pass, 77
-//! a skip, anything else a failure.
+//! a skip, anything else a failure; a failure is reported with its first error line (the
+//! exception a Python traceback ends with).
+//!
+//! As upstream's runner: without `--select`, the examples of its default skip list are not run,
+//! and an example with no `transform_<device>.mlir` runs scriptless unless upstream lists it as
+//! unable to (`SCRIPTLESS_UNSUPPORTED`); either way the report shows it as skipped, with the
+//! reason.
 
 use std::io::{self, Write};
 use std::os::unix::process::ExitStatusExt;
@@ -25,6 +31,65 @@ pub const SKIP_STATUS: i32 = 77;
 
 /// Lines of a failed script's log shown in the report.
 const TAIL_LINES: usize = 20;
+
+/// Lines at the end of a failed script's log searched for its error.
+const ERROR_SEARCH_LINES: usize = 400;
+
+/// Examples upstream's `scripts/run_tests.py` skips unless selected with `-t`
+/// (`DEFAULT_SKIPPED_EXAMPLES`; reference/upstream-driver.md §10.2): they need hardware,
+/// models or tools beyond one NPU. A name ending in `*` matches every name with that prefix,
+/// one starting with `*` every name with that suffix.
+pub const DEFAULT_SKIPPED: &[&str] = &[
+    "layernorm",
+    "load_2d_block",
+    "multi_drivers",
+    "gpt2",
+    "qwen2_5",
+    "llm_q4nx",
+    "*_q4nx",
+];
+
+/// Examples that cannot run without a transform script on a device, with upstream's reason
+/// (`SCRIPTLESS_UNSUPPORTED` in upstream's `scripts/run_tests.py`): when the example has no
+/// `transform_<device>.mlir`, it is skipped with this reason instead of run scriptless.
+pub const SCRIPTLESS_UNSUPPORTED: &[(Device, &str, &str)] = &[
+    (
+        Device::Aie2,
+        "gelu",
+        "non-matmul; built-in default transform fails to legalize on npu1",
+    ),
+    (
+        Device::Aie2,
+        "rms_norm",
+        "non-matmul; built-in default transform fails to legalize on npu1",
+    ),
+    (
+        Device::Aie2,
+        "matmul_i8_m128_n64_k64",
+        "aie.dma_bd length exceeds the npu1 tile maximum",
+    ),
+    (Device::Aie2, "gpt2", "npu2-only example"),
+    (Device::Aie2, "qwen2_5", "npu2-only example"),
+];
+
+fn default_skipped(name: &str) -> bool {
+    DEFAULT_SKIPPED.iter().any(|pattern| {
+        if let Some(suffix) = pattern.strip_prefix('*') {
+            name.ends_with(suffix)
+        } else if let Some(prefix) = pattern.strip_suffix('*') {
+            name.starts_with(prefix)
+        } else {
+            name == *pattern
+        }
+    })
+}
+
+fn scriptless_unsupported(device: Device, name: &str) -> Option<&'static str> {
+    SCRIPTLESS_UNSUPPORTED
+        .iter()
+        .find(|(d, n, _)| *d == device && *n == name)
+        .map(|(_, _, reason)| *reason)
+}
 
 #[derive(Debug, clap::Args)]
 pub struct TestExamplesArgs {
@@ -124,10 +189,16 @@ pub struct Example {
     pub scripts: Vec<PathBuf>,
     /// `transform_<device>.mlir` in the directory, if present.
     pub transform_script: Option<PathBuf>,
+    /// Why the example is not run (upstream's default skip list, or no transform script where
+    /// upstream cannot run it scriptless); `None`: it runs.
+    pub skip: Option<String>,
 }
 
 /// The example directories under `dir` (sorted by name; hidden directories and directories
-/// without scripts are not examples), restricted to `select` when it is not empty.
+/// without scripts are not examples), restricted to `select` when it is not empty. Without a
+/// selection, the examples of upstream's default skip list are marked skipped; a selected one
+/// runs. An example upstream cannot run scriptless on `device` is marked skipped when it has
+/// no transform script for it, selected or not.
 pub fn discover(
     dir: &Path,
     device: Device,
@@ -152,10 +223,19 @@ pub fn discover(
             continue;
         }
         let transform = path.join(device.transform_script_name());
+        let transform_script = transform.is_file().then_some(transform);
+        let skip = match scriptless_unsupported(device, &name) {
+            Some(reason) if transform_script.is_none() => Some(format!(
+                "no {} and {reason}",
+                device.transform_script_name()
+            )),
+            _ => None,
+        };
         examples.push(Example {
             name,
             scripts,
-            transform_script: transform.is_file().then_some(transform),
+            transform_script,
+            skip,
             dir: path,
         });
     }
@@ -164,6 +244,14 @@ pub fn discover(
         return Err(ExamplesError::NoExamples { dir });
     }
     if select.is_empty() {
+        for example in &mut examples {
+            if example.skip.is_none() && default_skipped(&example.name) {
+                example.skip = Some(format!(
+                    "skipped by default, as upstream's runner does; select it with -t {}",
+                    example.name
+                ));
+            }
+        }
         return Ok(examples);
     }
     let unknown: Vec<&str> = select
@@ -208,14 +296,20 @@ fn scripts_of(dir: &Path) -> io::Result<Vec<PathBuf>> {
     Ok(if inference.is_empty() { all } else { inference })
 }
 
+/// The script column of an example that was skipped without running any of its scripts.
+const SKIPPED_SCRIPTS: &str = "-";
+
 /// How one script ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     Passed,
     /// Exit status 77; the last line the script printed, as the reason.
     Skipped(String),
-    /// Any other exit: the status, described.
-    Failed(String),
+    /// Any other exit: the status, described, and the first error line of its output.
+    Failed {
+        status: String,
+        error: Option<String>,
+    },
     TimedOut,
     /// The run was interrupted (SIGINT/SIGTERM) while this script ran.
     Interrupted(Interrupted),
@@ -226,7 +320,7 @@ impl Outcome {
         match self {
             Outcome::Passed => "PASS",
             Outcome::Skipped(_) => "SKIP",
-            Outcome::Failed(_) => "FAIL",
+            Outcome::Failed { .. } => "FAIL",
             Outcome::TimedOut => "TIMEOUT",
             Outcome::Interrupted(_) => "INTERRUPTED",
         }
@@ -235,7 +329,7 @@ impl Outcome {
     fn is_failure(&self) -> bool {
         matches!(
             self,
-            Outcome::Failed(_) | Outcome::TimedOut | Outcome::Interrupted(_)
+            Outcome::Failed { .. } | Outcome::TimedOut | Outcome::Interrupted(_)
         )
     }
 }
@@ -304,7 +398,10 @@ fn run_all(args: &TestExamplesArgs, host: &Host) -> Result<Vec<ScriptRun>, Examp
     let config = npu_target::Config::current()?;
     let python = python_of(host, &config.locations.path)?;
     let timeout = Duration::from_secs_f64(args.timeout);
-    let total: usize = examples.iter().map(|e| e.scripts.len()).sum();
+    let total: usize = examples
+        .iter()
+        .map(|e| if e.skip.is_some() { 1 } else { e.scripts.len() })
+        .sum();
     println!(
         "running {total} script(s) of {} example(s) in {} for {} with {} (timeout {}s each)",
         examples.len(),
@@ -315,6 +412,21 @@ fn run_all(args: &TestExamplesArgs, host: &Host) -> Result<Vec<ScriptRun>, Examp
     );
     let mut runs = Vec::with_capacity(total);
     'examples: for example in &examples {
+        if let Some(reason) = &example.skip {
+            println!(
+                "[{}/{total}] {}/{SKIPPED_SCRIPTS} ... SKIP: {reason}",
+                runs.len() + 1,
+                example.name
+            );
+            runs.push(ScriptRun {
+                example: example.name.clone(),
+                script: SKIPPED_SCRIPTS.to_owned(),
+                outcome: Outcome::Skipped(reason.clone()),
+                elapsed: Duration::ZERO,
+                log: PathBuf::new(),
+            });
+            continue;
+        }
         for script in &example.scripts {
             let file_name = script
                 .file_name()
@@ -360,7 +472,10 @@ fn report(run: &ScriptRun, verbose: bool) {
         Outcome::Skipped(reason) if !reason.is_empty() => {
             println!("SKIP ({seconds:.1} s): {reason}")
         }
-        Outcome::Failed(how) => println!("FAIL: {how} ({seconds:.1} s)"),
+        Outcome::Failed { status, error } => match error {
+            Some(error) => println!("FAIL: {status} ({seconds:.1} s): {error}"),
+            None => println!("FAIL: {status} ({seconds:.1} s)"),
+        },
         Outcome::TimedOut => {
             println!("TIMEOUT after {seconds:.1} s: the script and its processes were killed")
         }
@@ -390,13 +505,21 @@ fn summary(runs: &[ScriptRun]) {
         "EXAMPLE", "SCRIPT", "RESULT", "TIME"
     );
     for r in runs {
-        println!(
-            "{:<ew$}  {:<sw$}  {:<11}  {:>6.1} s",
+        let why = match &r.outcome {
+            Outcome::Skipped(reason) => reason.as_str(),
+            Outcome::Failed {
+                error: Some(error), ..
+            } => error.as_str(),
+            _ => "",
+        };
+        let row = format!(
+            "{:<ew$}  {:<sw$}  {:<11}  {:>6.1} s  {why}",
             r.example,
             r.script,
             r.outcome.label(),
             r.elapsed.as_secs_f64()
         );
+        println!("{}", row.trim_end());
     }
     let count = |f: fn(&Outcome) -> bool| runs.iter().filter(|r| f(&r.outcome)).count();
     println!(
@@ -404,7 +527,7 @@ fn summary(runs: &[ScriptRun]) {
         runs.len(),
         count(|o| *o == Outcome::Passed),
         count(|o| matches!(o, Outcome::Skipped(_))),
-        count(|o| matches!(o, Outcome::Failed(_) | Outcome::Interrupted(_))),
+        count(|o| matches!(o, Outcome::Failed { .. } | Outcome::Interrupted(_))),
         count(|o| *o == Outcome::TimedOut),
     );
 }
@@ -446,12 +569,44 @@ fn outcome_of(status: ExitStatus, log: &Path) -> Outcome {
     match status.code() {
         Some(0) => Outcome::Passed,
         Some(SKIP_STATUS) => Outcome::Skipped(tail_lines(log, 1).pop().unwrap_or_default()),
-        Some(code) => Outcome::Failed(format!("exit status {code}")),
-        None => Outcome::Failed(match status.signal() {
-            Some(sig) => format!("killed by signal {sig}"),
-            None => "ended abnormally".to_owned(),
-        }),
+        Some(code) => Outcome::Failed {
+            status: format!("exit status {code}"),
+            error: first_error_line(&tail_lines(log, ERROR_SEARCH_LINES)),
+        },
+        None => Outcome::Failed {
+            status: match status.signal() {
+                Some(sig) => format!("killed by signal {sig}"),
+                None => "ended abnormally".to_owned(),
+            },
+            error: first_error_line(&tail_lines(log, ERROR_SEARCH_LINES)),
+        },
     }
+}
+
+/// The line of a failed script's output that says what went wrong: the exception line of the
+/// last Python traceback (`AssertionError: Tensor-likes are not close!`), else the first line
+/// that mentions an error, else the last line printed.
+pub fn first_error_line(lines: &[String]) -> Option<String> {
+    let tracebacks = lines.iter().rposition(|l| {
+        l.trim_start()
+            .starts_with("Traceback (most recent call last)")
+    });
+    if let Some(start) = tracebacks {
+        let exception = lines[start + 1..]
+            .iter()
+            .find(|l| !l.is_empty() && !l.starts_with(char::is_whitespace));
+        if let Some(line) = exception {
+            return Some(line.trim().to_owned());
+        }
+    }
+    let nonempty = || lines.iter().map(|l| l.trim()).filter(|l| !l.is_empty());
+    nonempty()
+        .find(|l| {
+            let lower = l.to_ascii_lowercase();
+            lower.contains("error") || lower.starts_with("fail")
+        })
+        .or_else(|| nonempty().next_back())
+        .map(str::to_owned)
 }
 
 #[cfg(test)]
@@ -516,6 +671,103 @@ mod tests {
         assert!(found.iter().all(|e| e.dir.is_absolute()));
     }
 
+    fn skips(found: &[Example]) -> Vec<(&str, Option<&str>)> {
+        found
+            .iter()
+            .map(|e| (e.name.as_str(), e.skip.as_deref()))
+            .collect()
+    }
+
+    #[test]
+    fn upstreams_default_skip_list_applies_unless_selected() {
+        let root = tempfile::tempdir().unwrap();
+        for name in ["layernorm", "gpt2", "llama_q4nx", "relu", "multi_drivers"] {
+            write(&root.path().join(name).join("x.py"), "");
+        }
+        let all = discover(root.path(), Device::Aie2p, &[]).unwrap();
+        let got = skips(&all);
+        assert_eq!(got.len(), 5);
+        for (name, skip) in got {
+            if name == "relu" {
+                assert_eq!(skip, None);
+            } else {
+                let skip = skip.unwrap_or_else(|| panic!("{name} is not skipped"));
+                assert!(skip.contains("skipped by default"), "{skip}");
+                assert!(skip.contains(&format!("-t {name}")), "{skip}");
+            }
+        }
+        let picked = discover(root.path(), Device::Aie2p, &["layernorm".into()]).unwrap();
+        assert_eq!(skips(&picked), [("layernorm", None)]);
+    }
+
+    #[test]
+    fn examples_upstream_cannot_run_scriptless_are_skipped_without_their_script() {
+        let root = tempfile::tempdir().unwrap();
+        write(&root.path().join("gelu/gelu.py"), "");
+        write(&root.path().join("rms_norm/rms_norm.py"), "");
+        write(&root.path().join("rms_norm/transform_aie2.mlir"), "");
+        write(&root.path().join("relu/relu.py"), "");
+        let npu1 = discover(root.path(), Device::Aie2, &[]).unwrap();
+        let got = skips(&npu1);
+        assert_eq!(got[0].0, "gelu");
+        let reason = got[0].1.unwrap();
+        assert!(
+            reason.starts_with("no transform_aie2.mlir and non-matmul"),
+            "{reason}"
+        );
+        // With its script it runs; other examples run scriptless; on npu2 nothing is listed.
+        assert_eq!(got[1..], [("relu", None), ("rms_norm", None)]);
+        let selected = discover(root.path(), Device::Aie2, &["gelu".into()]).unwrap();
+        assert!(selected[0].skip.is_some());
+        let npu2 = discover(root.path(), Device::Aie2p, &[]).unwrap();
+        assert!(npu2.iter().all(|e| e.skip.is_none()));
+    }
+
+    fn lines(text: &str) -> Vec<String> {
+        text.lines().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn the_first_error_line_is_the_exception_a_traceback_ends_with() {
+        let log = lines(
+            "loading\n\
+             Traceback (most recent call last):\n  File \"a.py\", line 3, in <module>\n    \
+             boom()\nValueError: first\n\nDuring handling of the above exception, another \
+             exception occurred:\n\nTraceback (most recent call last):\n  File \"a.py\", \
+             line 5\n    check()\nAssertionError: Tensor-likes are not close!\n\n\
+             Mismatched elements: 3 / 1024 (0.3%)\n",
+        );
+        assert_eq!(
+            first_error_line(&log).as_deref(),
+            Some("AssertionError: Tensor-likes are not close!")
+        );
+        let plain = lines("step 1\nerror: the kernel produced zeros\nbye\n");
+        assert_eq!(
+            first_error_line(&plain).as_deref(),
+            Some("error: the kernel produced zeros")
+        );
+        assert_eq!(
+            first_error_line(&lines("a\nlast words\n\n")).as_deref(),
+            Some("last words")
+        );
+        assert_eq!(first_error_line(&[]), None);
+    }
+
+    #[test]
+    fn a_failure_reports_its_first_error_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let body = "echo 'Traceback (most recent call last):'; echo '  File x'; \
+                    echo 'RuntimeError: no NPU'; exit 1";
+        let (outcome, _) = run_sh(dir.path(), body, false, Duration::from_secs(30));
+        assert_eq!(
+            outcome,
+            Outcome::Failed {
+                status: "exit status 1".into(),
+                error: Some("RuntimeError: no NPU".into())
+            }
+        );
+    }
+
     #[test]
     fn selection_keeps_named_examples_and_refuses_unknown_names() {
         let root = tempfile::tempdir().unwrap();
@@ -563,6 +815,7 @@ mod tests {
             dir: dir.to_owned(),
             scripts: vec![script],
             transform_script: transform.then_some(transform_script),
+            skip: None,
         }
     }
 
@@ -571,6 +824,7 @@ mod tests {
     fn run_sh(dir: &Path, body: &str, transform: bool, timeout: Duration) -> (Outcome, String) {
         let ex = example(dir, body, transform);
         let log = dir.join("ex.log");
+        let _ = std::fs::remove_file(&log);
         let outcome = run_script(Path::new("/bin/sh"), &ex, &ex.scripts[0], &log, timeout).unwrap();
         (outcome, std::fs::read_to_string(log).unwrap())
     }
@@ -592,11 +846,17 @@ mod tests {
         );
         assert_eq!(
             run_sh(dir.path(), "exit 3", false, t).0,
-            Outcome::Failed("exit status 3".into())
+            Outcome::Failed {
+                status: "exit status 3".into(),
+                error: None
+            }
         );
         assert_eq!(
             run_sh(dir.path(), "kill -SEGV $$", false, t).0,
-            Outcome::Failed("killed by signal 11".into())
+            Outcome::Failed {
+                status: "killed by signal 11".into(),
+                error: None
+            }
         );
     }
 

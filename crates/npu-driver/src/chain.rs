@@ -343,6 +343,25 @@ impl ChainBuilder {
         })
     }
 
+    /// The key of the cache entry the chain compiles into for `format` on `target`
+    /// (upstream's `cache_key`): derived from what the artifacts depend on (every op's IR,
+    /// grid, argument map, sizes and transform script, the configuration), no tool runs.
+    pub fn cache_key(
+        &self,
+        config: &Config,
+        host: &Host,
+        format: OutputFormat,
+        target: NpuVersion,
+    ) -> Result<String, DriverError> {
+        let pipeline = Pipeline {
+            config,
+            host,
+            target,
+            format,
+        };
+        Ok(self.cache_inputs(&pipeline)?.key().to_string())
+    }
+
     /// Lowers and stitches: the module aircc compiles (upstream's `build_module_text`). Runs
     /// `air-opt` once per op.
     pub fn build_module_text(&self, config: &Config, host: &Host) -> Result<String, DriverError> {

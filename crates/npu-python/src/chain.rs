@@ -18,7 +18,7 @@ use std::time::Duration;
 use npu_driver::chain::{ChainBuilder, ChainRunner, CompiledChain, RunRequest};
 use npu_driver::{DriverError, Host};
 use npu_runtime::HostArg;
-use npu_target::{Config, OutputFormat, RuntimeKind};
+use npu_target::{Config, NpuVersion, OutputFormat, RuntimeKind};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
@@ -110,6 +110,14 @@ fn text_of(asm_src: &Bound<'_, PyAny>) -> PyResult<String> {
     )))
 }
 
+fn parse_format(f: &str) -> PyResult<OutputFormat> {
+    OutputFormat::parse(f).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "unknown output format {f:?}; valid: elf, xclbin, pdi"
+        ))
+    })
+}
+
 /// `MultiLaunchBuilder`'s native half.
 #[pyclass(module = "triton_npu._native", name = "ChainBuilder")]
 pub struct PyChainBuilder {
@@ -198,15 +206,7 @@ impl PyChainBuilder {
     /// Compiles the chain (or finds it in the cache).
     #[pyo3(signature = (output_format = None))]
     fn compile(&self, py: Python<'_>, output_format: Option<&str>) -> PyResult<PyCompiledChain> {
-        let format = output_format
-            .map(|f| {
-                OutputFormat::parse(f).ok_or_else(|| {
-                    PyValueError::new_err(format!(
-                        "unknown output format {f:?}; valid: elf, xclbin, pdi"
-                    ))
-                })
-            })
-            .transpose()?;
+        let format = output_format.map(parse_format).transpose()?;
         let config = chain_config(self.runtime, &self.air_project)?;
         let (name, compiled) = crate::interrupt::detach_interruptible(py, || {
             let builder = lock(&self.inner).clone();
@@ -229,6 +229,61 @@ impl PyChainBuilder {
     #[getter]
     fn num_ops(&self, py: Python<'_>) -> usize {
         py.detach(|| lock(&self.inner).ops().len())
+    }
+
+    /// The ops added so far, in order, as dicts (upstream's `ops`).
+    #[getter]
+    fn ops<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        let ops = lock(&self.inner).ops().to_vec();
+        ops.iter()
+            .enumerate()
+            .map(|(k, op)| {
+                let d = PyDict::new(py);
+                d.set_item("prefix", format!("op{k}"))?;
+                d.set_item("kernel", &op.kernel)?;
+                d.set_item("asm_src", &op.ttsharedir)?;
+                d.set_item("grid", op.grid.to_vec())?;
+                let arg_map = PyDict::new(py);
+                for (param, combined) in op.arg_map.iter().enumerate() {
+                    arg_map.set_item(param, combined)?;
+                }
+                d.set_item("arg_map", arg_map)?;
+                d.set_item("arg_types", op.buffer_types.clone())?;
+                d.set_item("transform_script", op.transform_script.clone())?;
+                d.set_item("actual_sizes", op.actual_sizes.map(|s| s.to_vec()))?;
+                Ok(d)
+            })
+            .collect()
+    }
+
+    /// The key of the cache entry the chain compiles into (upstream's `cache_key`); no tool
+    /// runs. `output_format` and `npu_version` default to what `compile` would use.
+    #[pyo3(signature = (output_format = None, npu_version = None))]
+    fn cache_key(
+        &self,
+        py: Python<'_>,
+        output_format: Option<&str>,
+        npu_version: Option<&str>,
+    ) -> PyResult<String> {
+        let config = chain_config(self.runtime, &self.air_project)?;
+        let target = match npu_version {
+            Some(v) => NpuVersion::parse(v).ok_or_else(|| {
+                PyValueError::new_err(format!("unknown NPU version {v:?}; valid: npu1, npu2"))
+            })?,
+            None => py
+                .detach(|| npu_driver::pipeline::detect_target(&config, &self.host))
+                .map_err(chain_error)?,
+        };
+        let format = match output_format {
+            Some(f) => parse_format(f)?,
+            None => OutputFormat::resolve(config.output_format, config.runtime, target)
+                .map_err(|e| chain_error(e.into()))?,
+        };
+        py.detach(|| {
+            let builder = lock(&self.inner).clone();
+            builder.cache_key(&config, &self.host, format, target)
+        })
+        .map_err(chain_error)
     }
 }
 

@@ -195,6 +195,15 @@ impl Launcher {
     fn kernel_name(&self) -> &str {
         &self.name
     }
+
+    /// The format this launcher's kernels are built in (upstream's `output_format`): `"elf"`,
+    /// `"xclbin"` or `"pdi"`, for the current configuration and the NPU a launch would use.
+    #[getter]
+    fn output_format(&self, py: Python<'_>) -> PyResult<&'static str> {
+        let mut config = npu_target::Config::current().map_err(config_error)?;
+        config.runtime = self.runtime;
+        crate::target::output_format_under(py, &config, &self.host)
+    }
 }
 
 impl Launcher {

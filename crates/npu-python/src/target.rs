@@ -41,6 +41,35 @@ fn detect_npu_version(
     Ok(target.as_str())
 }
 
+/// The artifact format kernels are built in under `config` (upstream's `_get_output_format`):
+/// `npu_config.output_format` (`AMD_TRITON_NPU_OUTPUT_FORMAT`) if set and allowed, else
+/// `elf` on npu2 and `xclbin` on npu1, for the target a launch would use.
+pub(crate) fn output_format_under(
+    py: Python<'_>,
+    config: &Config,
+    host: &npu_driver::Host,
+) -> PyResult<&'static str> {
+    let target = crate::interrupt::detach_interruptible(py, || {
+        npu_driver::pipeline::detect_target(config, host)
+    })?
+    .map_err(driver_error)?;
+    let format = npu_target::OutputFormat::resolve(config.output_format, config.runtime, target)
+        .map_err(|e| driver_error(e.into()))?;
+    Ok(format.as_str())
+}
+
+/// `"elf"`, `"xclbin"` or `"pdi"`: the format kernels launched under `runtime` (default:
+/// the configured one) are built in; see `output_format_under`.
+#[pyfunction]
+#[pyo3(signature = (runtime=None, host=None))]
+fn output_format(
+    py: Python<'_>,
+    runtime: Option<&str>,
+    host: Option<&Bound<'_, PyDict>>,
+) -> PyResult<&'static str> {
+    output_format_under(py, &config_for(runtime)?, &host_from(host)?)
+}
+
 /// What the first probe that reaches a device reports.
 struct FoundDevice {
     probe: String,
@@ -121,6 +150,7 @@ fn npu_device_info<'py>(
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(detect_npu_version, m)?)?;
+    m.add_function(wrap_pyfunction!(output_format, m)?)?;
     m.add_function(wrap_pyfunction!(npu_device_info, m)?)?;
     Ok(())
 }

@@ -4,9 +4,13 @@ entry point. It must hold exactly one ``BaseBackend`` subclass in ``compiler`` a
 
 # Upstream scripts import this package as `triton.backends.amd_triton_npu` (see
 # triton_npu/_upstream_names.py); Triton's discovery imports it before any such name is looked up.
+from triton_npu._triton_shared_names import install as _install_triton_shared_names
 from triton_npu._upstream_names import install as _install_upstream_names
 
 _install_upstream_names()
+# `triton.backends.triton_shared.driver.CPUDriver` (upstream's benchmark.py imports it) when
+# triton-shared is not installed; see triton_npu/_triton_shared_names.py.
+_install_triton_shared_names()
 
 # Triton before our submodules: its backend discovery imports `compiler` and `driver`, and must
 # not find them half-imported (`from triton_npu import NPUDriver` as a script's first import

@@ -9,34 +9,61 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
-from triton.backends.compiler import GPUTarget
-from triton.backends.driver import DriverBase
+from triton_npu._host_driver import HostMemoryDriver
 
-from triton_npu.config import resolve_runtime
+# Upstream's driver module exposes these names too: scripts import them from it.
+from triton_npu.config import npu_config, resolve_runtime  # noqa: F401
+from triton_npu.errors import UnsupportedNPUDeviceError  # noqa: F401
 
 logger = logging.getLogger(__name__)
 
 BACKEND_NAME = "amd_triton_npu"
 
-_CPP_TYPES = {
-    "i1": "int8_t",
-    "i8": "int8_t",
-    "i16": "int16_t",
-    "i32": "int32_t",
-    "i64": "int64_t",
-    "u1": "uint8_t",
-    "u8": "uint8_t",
-    "u16": "uint16_t",
-    "u32": "uint32_t",
-    "u64": "uint64_t",
-    "fp16": "float",
-    "bf16": "float",
-    "fp32": "float",
-    "f32": "float",
-    "fp64": "double",
-}
+#: The block size cap this backend lifts Triton's Python-side check to, as upstream does:
+#: a whole-tile load and ``tl.dot`` become one ``linalg.matmul`` that the transform script
+#: tiles on the device, so a block is not a register tile (256 x 8192 = 2**21, with headroom).
+MAX_TENSOR_NUMEL = 1 << 22
+
+
+def _lift_tensor_numel_limit() -> None:
+    """Raises ``triton._utils.TRITON_MAX_TENSOR_NUMEL`` (read by ``validate_block_shape`` at
+    every call) and the ``triton.language`` constant that reports it to ``MAX_TENSOR_NUMEL``;
+    never lowers them. Triton's C++ verifier keeps its own limit (upstream patches its
+    triton for that): see ``NPUBackend`` for the error a larger block gets."""
+    import triton._utils as utils
+
+    current = getattr(utils, "TRITON_MAX_TENSOR_NUMEL", None)
+    if isinstance(current, int) and current < MAX_TENSOR_NUMEL:
+        utils.TRITON_MAX_TENSOR_NUMEL = MAX_TENSOR_NUMEL
+        language = sys.modules.get("triton.language")
+        if getattr(language, "TRITON_MAX_TENSOR_NUMEL", None) == current:
+            language.TRITON_MAX_TENSOR_NUMEL = MAX_TENSOR_NUMEL  # type: ignore[union-attr]
+
+
+_lift_tensor_numel_limit()
+
+#: Callables that release NPU hardware contexts held outside this backend (another
+#: framework's sessions, a ``MultiLaunchRunner`` the application keeps): when the NPU has no
+#: hardware context left, :func:`release_external_contexts` calls them before the backend
+#: closes its own idle chains and retries. Append to it; upstream's name.
+context_releasers: list[Callable[[], Any]] = []
+
+
+def release_external_contexts() -> int:
+    """Calls every callable in :data:`context_releasers`, in order; returns how many ran
+    without raising. One that raises is logged and skipped: releasing is best effort."""
+    released = 0
+    for release in list(context_releasers):
+        try:
+            release()
+        except Exception:
+            logger.warning("a context releaser (%r) failed", release, exc_info=True)
+        else:
+            released += 1
+    return released
 
 
 class NPUUtils:
@@ -72,8 +99,11 @@ class NPUUtils:
         return None
 
 
-class NPUDriver(DriverBase):
+class NPUDriver(HostMemoryDriver):
     """Selects the NPU backend: ``triton.runtime.driver.set_active(NPUDriver("hsa"))``."""
+
+    DEVICE = "npu"
+    WHAT = "NPU driver"
 
     def __init__(self, runtime: str | None = None) -> None:
         self.runtime = resolve_runtime(runtime)
@@ -93,43 +123,13 @@ class NPUDriver(DriverBase):
         # honour Triton's own selector so that TRITON_DEFAULT_BACKEND needs nothing else.
         return os.environ.get("TRITON_DEFAULT_BACKEND") == BACKEND_NAME
 
-    def get_current_target(self) -> GPUTarget:
-        return GPUTarget("npu", 0, 0)
+    def time_ms(self, fn: Callable[[], Any]) -> float:
+        """The device time of the NPU dispatches ``fn`` makes, as the runtime measured it
+        (``do_bench`` times by it, under both runtimes; upstream's read a ``data.txt`` its
+        XRT launcher wrote)."""
+        from triton_npu.backend.launcher import device_ms
 
-    def get_device_capability(self) -> tuple:
-        return ("npu", 0)
-
-    def get_current_device(self) -> str:
-        return "npu"
-
-    def set_current_device(self, device: Any) -> None:
-        if device != "npu":
-            raise ValueError(f"the NPU driver has one device, 'npu'; got {device!r}")
-
-    def get_current_stream(self, device: Any = None) -> None:
-        return None
-
-    def get_active_torch_device(self) -> Any:
-        import torch
-
-        # Kernel arguments are host tensors: the NPU reads host memory.
-        return torch.device("cpu")
-
-    def map_python_to_cpp_type(self, ty: str) -> str:
-        if ty.startswith("*"):
-            return "void*"
-        try:
-            return _CPP_TYPES[ty]
-        except KeyError:
-            raise ValueError(f"the NPU backend has no C type for {ty!r}") from None
-
-    def assemble_tensormap_to_arg(self, tensormaps_info: Any, args: Any) -> Any:
-        return args
-
-    def get_benchmarker(self) -> Any:
-        from triton_npu.backend.launcher import do_bench
-
-        return do_bench
+        return device_ms(fn)
 
 
 def get_npu_cache_dir(compiled_kernel: Any) -> str | None:
@@ -159,6 +159,18 @@ def detect_npu_version(runtime: str | None = None) -> str:
 
     chosen = None if runtime is None else resolve_runtime(runtime)
     return native().detect_npu_version(chosen, facts())
+
+
+def get_output_format(runtime: str | None = None) -> str:
+    """``"elf"``, ``"xclbin"`` or ``"pdi"``: the format kernels are built in under ``runtime``
+    (default ``npu_config.runtime``), as ``NPULauncher.output_format`` reports it:
+    ``npu_config.output_format`` if set (an ``elf`` on npu1, or a format the runtime cannot
+    load, is an error), else ``elf`` on npu2 and ``xclbin`` on npu1."""
+    from triton_npu._host import facts
+    from triton_npu._loader import native
+
+    chosen = None if runtime is None else resolve_runtime(runtime)
+    return native().output_format(chosen, facts())
 
 
 def get_npu_device_info(runtime: str | None = None) -> list[dict]:

@@ -1,4 +1,4 @@
-"""The launcher Triton calls at every kernel launch, and the benchmarker.
+"""The launcher Triton calls at every kernel launch, and the benchmark timer.
 
 The launcher is native (``triton_npu._native.NPULauncher``): built once per compiled kernel
 from its signature, it compiles nothing at run time; see crates/npu-python/src/launcher.rs.
@@ -6,8 +6,7 @@ from its signature, it compiles nothing at run time; see crates/npu-python/src/l
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from triton_npu._loader import native
@@ -24,44 +23,15 @@ def make_launcher_cls(runtime: str) -> Callable[..., Any]:
     return launcher_cls
 
 
-def do_bench(
-    fn: Callable[[], Any],
-    warmup: int = 25,
-    rep: int = 100,
-    quantiles: Sequence[float] | None = None,
-    return_mode: str = "mean",
-    **_: Any,
-) -> Any:
-    """Times ``fn`` (one kernel launch) by the device time the runtime measured for each
-    dispatch, under both runtimes. ``warmup`` and ``rep`` are milliseconds of device time,
-    as in ``triton.testing.do_bench``."""
-    if return_mode not in ("min", "max", "mean", "median", "all"):
-        raise ValueError(f"return_mode must be min, max, mean, median or all; got {return_mode!r}")
-
-    def timed() -> float:
-        before = native().last_dispatch()[0]
-        fn()
-        count, seconds = native().last_dispatch()
-        if count == before:
-            raise RuntimeError(
-                "the benchmarked function dispatched no NPU kernel (compile-only mode, an "
-                "empty grid, or no launch in it), so there is no device time to measure"
-            )
-        return seconds * 1e3
-
-    estimate_ms = max(timed(), 1e-3)  # the first call also compiles and loads
-    for _ in range(max(1, int(warmup / estimate_ms))):
-        timed()
-    times = [timed() for _ in range(max(5, int(rep / estimate_ms)))]
-    if quantiles is not None:
-        ordered = sorted(times)
-        picked = [ordered[min(len(ordered) - 1, int(q * len(ordered)))] for q in quantiles]
-        return picked[0] if len(picked) == 1 else picked
-    if return_mode == "all":
-        return times
-    return {
-        "min": min,
-        "max": max,
-        "mean": statistics.fmean,
-        "median": statistics.median,
-    }[return_mode](times)
+def device_ms(fn: Callable[[], Any]) -> float:
+    """Runs ``fn`` once; the device time, in ms, of the NPU dispatches it made (as the runtime
+    measured it, under both runtimes)."""
+    before = native().last_dispatch()[0]
+    fn()
+    count, seconds = native().last_dispatch()
+    if count == before:
+        raise RuntimeError(
+            "the benchmarked function dispatched no NPU kernel (compile-only mode, an "
+            "empty grid, or no launch in it), so there is no device time to measure"
+        )
+    return seconds * 1e3
