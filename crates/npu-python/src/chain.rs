@@ -241,7 +241,7 @@ impl PyChainBuilder {
                 let d = PyDict::new(py);
                 d.set_item("prefix", format!("op{k}"))?;
                 d.set_item("kernel", &op.kernel)?;
-                d.set_item("asm_src", &op.ttsharedir)?;
+                d.set_item("asm_src", op.linalg.text())?;
                 d.set_item("grid", op.grid.to_vec())?;
                 let arg_map = PyDict::new(py);
                 for (param, combined) in op.arg_map.iter().enumerate() {
