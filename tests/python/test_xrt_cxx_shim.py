@@ -2,7 +2,8 @@
 
 The shim is built against Debian's XRT headers and selected the way a user selects an
 installed XRT: `AMD_TRITON_NPU_XRT_SHIM` names it and `XILINX_XRT` is the root whose
-`lib/libxrt_coreutil.so.2` the loader puts beneath it. That coreutil is the harness's C++ XRT
+`lib/libxrt_coreutil.so.2` the loader puts beneath it (the harness's default XRT, so every XRT
+test runs through it; these tests pin it and check it). That coreutil is the harness's C++ XRT
 stand-in (tests/harness/xrt-coreutil), which drives the software device, so a launch goes
 Rust runtime → our C++ shim → XRT's C++ API → device. Each test checks the coreutil served the
 launch; run with the old path (the Rust stand-in as the shim), the coreutil is never loaded and
@@ -70,9 +71,13 @@ def run(
     assert (cxx / "shim" / "libtriton_npu_xrt.so").is_file(), (
         "the C++ XRT path of the harness is missing: run `make harness`"
     )
-    if not old_path:
-        env["AMD_TRITON_NPU_XRT_SHIM"] = str(cxx / "shim" / "libtriton_npu_xrt.so")
-        env["XILINX_XRT"] = str(cxx)
+    # The harness's default XRT (target/harness/env.sh) is this path; set it here all the same,
+    # so the test does not depend on that choice.
+    env["AMD_TRITON_NPU_XRT_SHIM"] = str(cxx / "shim" / "libtriton_npu_xrt.so")
+    env["XILINX_XRT"] = str(cxx)
+    if old_path:
+        env["AMD_TRITON_NPU_XRT_SHIM"] = env["NPU_HARNESS_XRT_STANDIN_SHIM"]
+        del env["XILINX_XRT"]
     script = tmp_path / "launch.py"  # @triton.jit needs its source in a file
     script.write_text(SCRIPT)
     proc = subprocess.run(

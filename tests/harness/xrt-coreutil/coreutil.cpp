@@ -232,9 +232,9 @@ public:
 class run_impl {
 public:
   std::shared_ptr<kernel_impl> kernel;
+  // Buffer arguments are held by handle, not kept alive: a buffer freed after set_arg is
+  // refused by the device when the run starts again (the Rust runtime sets every buffer anew).
   triton_npu_xrt_run *raw = nullptr;
-  // Buffers set as arguments stay alive while the run may use them (XRT's run holds them).
-  std::map<int, xrt::bo> bos;
   ~run_impl() {
     if (raw != nullptr) {
       release(device_lib().run_free, raw);
@@ -469,14 +469,12 @@ void run::set_arg_at_index(int index, const xrt::bo &bo) {
   check(api().run_set_arg_bo(handle->raw, index, bo.get_handle()->raw, err.text,
                              sizeof err.text),
         err);
-  handle->bos[index] = bo;
 }
 
 void run::set_arg_at_index(int index, const void *value, size_t bytes) {
   Err err;
   check(api().run_set_arg_scalar(handle->raw, index, value, bytes, err.text, sizeof err.text),
         err);
-  handle->bos.erase(index);
 }
 
 void run::start() {

@@ -5,9 +5,10 @@
 #   lib/libnpu_harness_xrt.so  the harness device it drives (the xrt-standin cdylib)
 #   shim/libtriton_npu_xrt.so  triton-npu's real XRT shim (crates/xrt-sys/shim), built by
 #                              build-shim.sh against the same headers
-# and prints the line that names it. A test selects it as a user selects an installed XRT:
+# and prints the lines that select it, as a user selects an installed XRT:
 # AMD_TRITON_NPU_XRT_SHIM=$NPU_HARNESS_XRT_CXX/shim/libtriton_npu_xrt.so and
-# XILINX_XRT=$NPU_HARNESS_XRT_CXX, where the XRT loader finds lib/libxrt_coreutil.so.2.
+# XILINX_XRT=$NPU_HARNESS_XRT_CXX, where the XRT loader finds lib/libxrt_coreutil.so.2. This is
+# the harness's default XRT, so every XRT test runs our C++ shim.
 #   install.sh PREFIX RELEASE_BIN_DIR
 set -euo pipefail
 prefix=${1:?usage: install.sh PREFIX RELEASE_BIN_DIR}
@@ -42,3 +43,8 @@ if [ ! -f "$out/shim/libtriton_npu_xrt.so" ]; then
   exit 1
 fi
 echo "export NPU_HARNESS_XRT_CXX=\"$out\""
+# The harness's XRT: our shim over this coreutil, found as an installed XRT's is.
+echo "export AMD_TRITON_NPU_XRT_SHIM=\"$out/shim/libtriton_npu_xrt.so\""
+echo "export XILINX_XRT=\"$out\""
+# The software device in use (its test-only counters: npu_harness_xrt_stats).
+echo "export NPU_HARNESS_XRT_DEVICE_LIB=\"$out/lib/libnpu_harness_xrt.so\""
