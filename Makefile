@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 CARGO ?= cargo
 
-.PHONY: demo test venv develop harness bench trials lint rust-test python-test fmt doctor clean redis-server
+.PHONY: demo test venv develop harness bench trials lint rust-test python-test fmt doctor clean redis-server uuid-dev
 
 include mk/xrt.mk
 
@@ -38,7 +38,7 @@ develop: venv xrt-shim
 		$(VENV)/bin/maturin develop --release -q
 
 ## harness: build the conformance harness into target/harness (tests only).
-harness:
+harness: uuid-dev
 	$(CARGO) build --release -q $(addprefix -p ,$(shell for d in tests/harness/*/Cargo.toml; do sed -n 's/^name = "\(.*\)"/\1/p' $$d | head -n1; done))
 	bash tests/harness/install.sh
 
@@ -62,6 +62,13 @@ redis-server:
 	@command -v redis-server >/dev/null 2>&1 || { \
 		echo "installing Debian's redis-server for the remote-cache tests"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server; }
+
+## uuid-dev: <uuid/uuid.h>, which XRT's headers include (the XRT shim and the harness's C++
+## XRT stand-in, tests/harness/xrt-coreutil, are compiled against them).
+uuid-dev:
+	@test -f /usr/include/uuid/uuid.h || { \
+		echo "installing Debian's uuid-dev for XRT's headers"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq uuid-dev; }
 
 python-test: develop harness redis-server
 	$(VENV)/bin/pytest -q

@@ -16,5 +16,5 @@ XRT_MK_ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))..)
 xrt-shim:
 	@bash "$(XRT_MK_ROOT)/crates/xrt-sys/shim/build-shim.sh" build "$(XRT_MK_ROOT)/target/xrt-shim"
 
-xrt-shim-check:
+xrt-shim-check: uuid-dev
 	@bash "$(XRT_MK_ROOT)/crates/xrt-sys/shim/build-shim.sh" check "$(XRT_MK_ROOT)/target/xrt-shim/check"

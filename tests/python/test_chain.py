@@ -237,7 +237,7 @@ def test_buffer_sets_is_answered_while_a_run_is_on_the_device(tmp_path: Path):
             ins = [x, y, np.empty(N, np.float32), np.empty(N, np.float32)]
             runner.run(ins, bo_key="k", intermediate_indices={2})
 
-            xrt = ctypes.CDLL(os.environ["AMD_TRITON_NPU_XRT_SHIM"])
+            xrt = ctypes.CDLL(os.environ["NPU_HARNESS_XRT_DEVICE_LIB"])
             def counter(index):                      # 7: runs started, 9: runs aborted
                 stats = (ctypes.c_uint64 * 64)()     # room for any later counters
                 assert xrt.npu_harness_xrt_stats(ctypes.byref(stats)) == 0

@@ -239,8 +239,8 @@ PRELUDE = textwrap.dedent(
                                            "libhsa-runtime64.so"))
             names, fn, field = 11, lib.npu_harness_hsa_stats, 1  # live_allocations
         else:
-            lib = ctypes.CDLL(os.environ["AMD_TRITON_NPU_XRT_SHIM"])
-            names, fn, field = 13, lib.npu_harness_xrt_stats, 6  # bos_alive
+            lib = ctypes.CDLL(os.environ["NPU_HARNESS_XRT_DEVICE_LIB"])
+            names, fn, field = 64, lib.npu_harness_xrt_stats, 6  # bos_alive (room for more)
         stats = (ctypes.c_uint64 * names)()
         assert fn(ctypes.byref(stats)) == 0
         return stats[field]

@@ -24,6 +24,7 @@ fn config_snapshot<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
     d.set_item("debug", c.debug)?;
     d.set_item("xrt_dir", path(&c.xrt_dir))?;
     d.set_item("xrt_max_sessions", c.xrt_max_sessions)?;
+    d.set_item("xrt_timeout", c.xrt_timeout.as_secs_f64())?;
     d.set_item("hsa_timeout", c.hsa_timeout.map(|t| t.as_secs_f64()))?;
     d.set_item("compile_timeout", c.compile_timeout.as_secs_f64())?;
     d.set_item("cache_max_bytes", c.cache_max_bytes)?;

@@ -92,6 +92,7 @@ pub mod vars {
     pub const DEBUG: &str = "AMD_TRITON_NPU_DEBUG";
     pub const XRT_DIR: &str = "AMD_TRITON_NPU_XRT_DIR";
     pub const XRT_MAX_SESSIONS: &str = "AMD_TRITON_NPU_XRT_MAX_SESSIONS";
+    pub const XRT_TIMEOUT: &str = "AMD_TRITON_NPU_XRT_TIMEOUT";
     pub const HSA_TIMEOUT: &str = "AMD_TRITON_NPU_HSA_TIMEOUT";
     pub const HSA_VERIFY_WRITEBACK: &str = "AMD_TRITON_NPU_HSA_VERIFY_WRITEBACK";
     pub const COMPILE_TIMEOUT: &str = "AMD_TRITON_NPU_COMPILE_TIMEOUT";
@@ -211,6 +212,13 @@ pub const VARIABLES: &[Variable] = &[
         "XRT hardware contexts this process keeps open",
     ),
     var(
+        vars::XRT_TIMEOUT,
+        None,
+        "60",
+        "seconds an XRT run may take; then it fails with a timeout and its hardware context is \
+         torn down",
+    ),
+    var(
         vars::XRT_SHIM,
         None,
         "",
@@ -237,8 +245,9 @@ pub const VARIABLES: &[Variable] = &[
     var(
         vars::HSA_TIMEOUT,
         None,
-        "",
-        "seconds an HSA dispatch may take (default 120; 0 or less: no limit)",
+        "60",
+        "seconds an HSA dispatch may take; then it fails with a timeout and the AIE queue is \
+         recreated (0 or less: no limit, as upstream)",
     ),
     var(
         vars::HSA_VERIFY_WRITEBACK,
@@ -341,10 +350,9 @@ pub const VARIABLES: &[Variable] = &[
 
 /// Default for `AMD_TRITON_NPU_COMPILE_TIMEOUT`: one hour, as long as a large aircc run may take.
 pub const DEFAULT_COMPILE_TIMEOUT: Duration = Duration::from_secs(3600);
-/// Default for `AMD_TRITON_NPU_HSA_TIMEOUT`: a hung NPU must not hang the caller forever
-/// (ROCr waits forever inside the doorbell store), and no kernel of a working device runs
-/// this long.
-pub const DEFAULT_HSA_TIMEOUT: Duration = Duration::from_secs(120);
+/// Default for `AMD_TRITON_NPU_HSA_TIMEOUT`: the same finite limit as XRT's (a hung NPU must
+/// not hang the caller forever: ROCr waits forever inside the doorbell store).
+pub const DEFAULT_HSA_TIMEOUT: Duration = DEFAULT_XRT_TIMEOUT;
 /// Default for `AMD_TRITON_NPU_CACHE_WAIT_TIMEOUT`: how long a process waits for another
 /// process's build of the same kernel (two hours: two full-length tool runs).
 pub const DEFAULT_CACHE_WAIT_TIMEOUT: Duration = Duration::from_secs(7200);
@@ -386,6 +394,9 @@ impl RemoteCacheMode {
         }
     }
 }
+/// Default for `AMD_TRITON_NPU_XRT_TIMEOUT`: a run that has not finished after a minute is
+/// taken as hung (NPU kernels take milliseconds to seconds).
+pub const DEFAULT_XRT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default for `AMD_TRITON_NPU_XRT_MAX_SESSIONS` (upstream's value).
 pub const DEFAULT_XRT_MAX_SESSIONS: usize = 8;
 
@@ -433,7 +444,10 @@ pub struct Config {
     /// `AMD_TRITON_NPU_XRT_DIR`, the highest-priority XRT location.
     pub xrt_dir: Option<PathBuf>,
     pub xrt_max_sessions: usize,
-    /// `None` waits forever.
+    /// How long a dispatch under XRT waits for its run (always finite).
+    pub xrt_timeout: Duration,
+    /// How long a dispatch under HSA waits for its completion signal; `None` (only when the
+    /// user sets 0 or less, upstream's way to turn its watchdog off) waits forever.
     pub hsa_timeout: Option<Duration>,
     pub hsa_verify_writeback: bool,
     pub compile_timeout: Duration,
@@ -688,10 +702,6 @@ impl Config {
                     )
                 })?,
         };
-        let hsa_timeout = match env_only(vars::HSA_TIMEOUT) {
-            None => Some(DEFAULT_HSA_TIMEOUT),
-            Some(v) => parse_seconds(&v, Source::Env(vars::HSA_TIMEOUT))?,
-        };
         let compile_timeout = match env_only(vars::COMPILE_TIMEOUT) {
             None => DEFAULT_COMPILE_TIMEOUT,
             Some(v) => parse_seconds(&v, Source::Env(vars::COMPILE_TIMEOUT))?.ok_or_else(|| {
@@ -726,6 +736,11 @@ impl Config {
             positive_seconds(vars::CACHE_WAIT_TIMEOUT, DEFAULT_CACHE_WAIT_TIMEOUT)?;
         let remote_cache_timeout =
             positive_seconds(vars::REMOTE_CACHE_TIMEOUT, DEFAULT_REMOTE_CACHE_TIMEOUT)?;
+        let xrt_timeout = positive_seconds(vars::XRT_TIMEOUT, DEFAULT_XRT_TIMEOUT)?;
+        let hsa_timeout = match env_only(vars::HSA_TIMEOUT) {
+            None => Some(DEFAULT_HSA_TIMEOUT),
+            Some(v) => parse_seconds(&v, Source::Env(vars::HSA_TIMEOUT))?,
+        };
         let remote_cache = match env_only(vars::REMOTE_CACHE) {
             None => RemoteCacheMode::default(),
             Some(v) => RemoteCacheMode::parse(&v).ok_or_else(|| {
@@ -779,6 +794,7 @@ impl Config {
             debug: flag(Setting::Debug)?,
             xrt_dir: path_setting(Setting::XrtDir),
             xrt_max_sessions,
+            xrt_timeout,
             hsa_timeout,
             hsa_verify_writeback,
             compile_timeout,
@@ -819,11 +835,8 @@ mod tests {
         assert_eq!(c.transform_tiling_script, None);
         assert_eq!(c.air_project_path, None);
         assert_eq!(c.xrt_max_sessions, 8);
-        assert_eq!(
-            c.hsa_timeout,
-            Some(DEFAULT_HSA_TIMEOUT),
-            "finite by default"
-        );
+        assert_eq!(c.xrt_timeout, Duration::from_secs(60));
+        assert_eq!(c.hsa_timeout, Some(Duration::from_secs(60)), "as XRT's");
         assert_eq!(c.compile_timeout, Duration::from_secs(3600));
         assert_eq!(c.cache_max_bytes, None);
     }
@@ -963,9 +976,11 @@ mod tests {
             ("AMD_TRITON_NPU_HSA_TIMEOUT", "2.5"),
             ("AMD_TRITON_NPU_COMPILE_TIMEOUT", "10"),
             ("AMD_TRITON_NPU_CACHE_MAX_BYTES", "10G"),
+            ("AMD_TRITON_NPU_XRT_TIMEOUT", "0.25"),
         ])
         .unwrap();
         assert_eq!(c.xrt_max_sessions, 3);
+        assert_eq!(c.xrt_timeout, Duration::from_millis(250));
         assert_eq!(c.hsa_timeout, Some(Duration::from_millis(2500)));
         assert_eq!(c.compile_timeout, Duration::from_secs(10));
         assert_eq!(c.cache_max_bytes, Some(10 << 30));
@@ -982,6 +997,9 @@ mod tests {
             ("AMD_TRITON_NPU_HSA_TIMEOUT", "soon"),
             ("AMD_TRITON_NPU_HSA_TIMEOUT", "inf"),
             ("AMD_TRITON_NPU_COMPILE_TIMEOUT", "0"),
+            // XRT runs always have a finite limit: 0 does not mean "forever".
+            ("AMD_TRITON_NPU_XRT_TIMEOUT", "0"),
+            ("AMD_TRITON_NPU_XRT_TIMEOUT", "inf"),
             ("AMD_TRITON_NPU_CACHE_MAX_BYTES", "10Q"),
         ] {
             let err = load(&[(var, bad)]).unwrap_err().to_string();

@@ -17,16 +17,19 @@
 //! (`XrtSysError::ContextRefused`), idle sessions are released and creation is retried once;
 //! a refusal that persists is a [`RuntimeError::HardwareContext`]. Every argument is synced to the
 //! device before a run; only the arguments the kernel writes (`DispatchOptions::writeback`) are
-//! synced back and copied out. A run that does not complete raises with its ERT state; a run
-//! that times out is aborted. A failed run's session is dropped, so the next dispatch starts on
-//! a fresh context (upstream saw a failed run leave a bad context behind).
+//! synced back and copied out. A run that does not complete raises with its ERT state. A run
+//! that does not finish within the launch's timeout, else `AMD_TRITON_NPU_XRT_TIMEOUT` (always
+//! finite), raises a timeout; it is not aborted (amdxdna answers XRT's `ERT_ABORT` with
+//! -EOPNOTSUPP, xdna-driver `aie2_message.c`), its hardware context is torn down instead. A
+//! failed or timed-out run's session is dropped, so the next dispatch starts on a fresh context
+//! (upstream saw a failed run leave a bad context behind).
 
 use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use npu_target::{Config, NpuVersion, RuntimeKind};
 use xrt_sys::{Bo, BoFlags, BoKind, Device, Elf, SyncDirection, WaitOutcome, Xclbin, XrtSysError};
@@ -84,6 +87,8 @@ pub struct XrtRuntime {
     device: Arc<Device>,
     device_name: String,
     max_sessions: usize,
+    /// How long a run may take when the launch sets no limit (`AMD_TRITON_NPU_XRT_TIMEOUT`).
+    timeout: Duration,
     state: Mutex<State>,
     shared: Arc<shared::Registry>,
 }
@@ -117,6 +122,7 @@ impl XrtRuntime {
             device,
             device_name,
             max_sessions: config.xrt_max_sessions.max(1),
+            timeout: config.xrt_timeout,
             state: Mutex::new(State::default()),
             shared: Arc::default(),
         })
@@ -375,17 +381,19 @@ impl XrtRuntime {
         }
         let started = Instant::now();
         run.start().map_err(fail)?;
-        match run.wait(launch.timeout()) {
+        let timeout = launch.timeout().unwrap_or(self.timeout);
+        match run.wait(Some(timeout)) {
             Ok(WaitOutcome::Completed) => {}
             Ok(WaitOutcome::TimedOut) => {
-                let after = match run.abort() {
-                    Ok(state) => format!("aborted it ({state})"),
-                    Err(e) => format!("could not abort it: {e}"),
-                };
-                tracing::warn!(kernel = launch.kernel(), "run timed out; {after}");
+                // No abort(): amdxdna refuses XRT's ERT_ABORT command (-EOPNOTSUPP). The caller
+                // drops the session, and with it the hardware context, which ends the run.
+                tracing::warn!(
+                    kernel = launch.kernel(),
+                    "run timed out; tearing its hardware context down"
+                );
                 return Err(RuntimeError::Timeout {
                     kernel: launch.kernel().to_owned(),
-                    seconds: launch.timeout().map_or(0.0, |t| t.as_secs_f64()),
+                    seconds: timeout.as_secs_f64(),
                 });
             }
             Err(e) => return Err(fail(e)),

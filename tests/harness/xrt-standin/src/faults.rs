@@ -4,21 +4,29 @@
 //! * `NPU_HARNESS_XRT_DEVICE`: the device name (default `NPU Strix`); `none` means there is no
 //!   device, and opening one fails as XRT does.
 //! * `NPU_HARNESS_FAULT`: `abort` (runs end in ERT_CMD_STATE_ABORT), `hang` (runs never
-//!   complete, so a wait times out), `hwctx_exhausted` (creating a hardware context while
-//!   `NPU_HARNESS_MAX_HWCTX` are open fails with the driver's CREATE_HWCTX error).
-//! * `NPU_HARNESS_MAX_HWCTX`: that limit, default 32 (the NPU driver's context pool).
+//!   complete, so a wait times out; the command stays on its hardware context, and later
+//!   commands on that context hang behind it, until the context is destroyed).
+//! * `NPU_HARNESS_MAX_HWCTX`: lowers the device's context limit (as amdxdna's `context_limit`
+//!   module parameter does); see [`context_limit`].
 
 pub const DEVICE_VAR: &str = "NPU_HARNESS_XRT_DEVICE";
 pub const FAULT_VAR: &str = "NPU_HARNESS_FAULT";
 pub const MAX_HWCTX_VAR: &str = "NPU_HARNESS_MAX_HWCTX";
 pub const DEFAULT_DEVICE: &str = "NPU Strix";
-pub const DEFAULT_MAX_HWCTX: usize = 32;
+
+/// Contexts amdxdna allows on an npu1 (Phoenix, Hawk Point) device: 6 hardware, 6 in all
+/// (xdna-driver `src/driver/amdxdna/npu1_regs.c`).
+pub const NPU1_CONTEXT_LIMIT: usize = 6;
+/// Contexts amdxdna allows on the npu4 family (Strix, Strix Halo, Krackan, Gorgon Point): 32
+/// in all, of which 16 may be real-time hardware contexts (xdna-driver
+/// `src/driver/amdxdna/npu4_family.h`). The stand-in makes only normal-priority contexts, so
+/// the total is the limit it meets.
+pub const NPU4_CONTEXT_LIMIT: usize = 32;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fault {
     Hang,
     Abort,
-    HwctxExhausted,
 }
 
 /// The device name, or `None` for "no device".
@@ -36,14 +44,25 @@ pub fn fault() -> Option<Fault> {
     match std::env::var(FAULT_VAR).ok()?.trim() {
         "hang" => Some(Fault::Hang),
         "abort" => Some(Fault::Abort),
-        "hwctx_exhausted" => Some(Fault::HwctxExhausted),
         _ => None,
     }
 }
 
-pub fn max_hwctx() -> usize {
+/// How many contexts may be open at once on the device called `device`: amdxdna's limit for
+/// its generation (npu1 names: Phoenix, Hawk Point, npu1; anything else is taken as the npu4
+/// family), lowered by `NPU_HARNESS_MAX_HWCTX`.
+pub fn context_limit(device: &str) -> usize {
+    let lower = device.to_ascii_lowercase();
+    let npu1 = ["phoenix", "hawk", "npu1"]
+        .iter()
+        .any(|n| lower.contains(n));
+    let limit = if npu1 {
+        NPU1_CONTEXT_LIMIT
+    } else {
+        NPU4_CONTEXT_LIMIT
+    };
     std::env::var(MAX_HWCTX_VAR)
         .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(DEFAULT_MAX_HWCTX)
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .map_or(limit, |n| n.min(limit))
 }

@@ -58,11 +58,14 @@ pub struct Stats {
     pub bos_alive: u64,
     pub runs_started: u64,
     pub runs_completed: u64,
+    /// Aborts requested (every one is refused, as amdxdna refuses them; see `run_abort`).
     pub runs_aborted: u64,
     pub syncs_to_device: u64,
     pub syncs_from_device: u64,
     /// Run objects created (`run_create`); with `runs_started`, shows how often runs are reused.
     pub runs_created: u64,
+    /// Hung commands cancelled by destroying their hardware context.
+    pub runs_cancelled: u64,
 }
 
 struct Device {
@@ -86,6 +89,10 @@ enum Source {
 struct Context {
     device: usize,
     source: Source,
+    /// Commands on this context that will never finish (the `hang` fault). Later commands
+    /// queue behind them; destroying the context cancels them all (amdxdna's context
+    /// teardown), which is the only way to end them: the driver has no abort.
+    hung: u64,
 }
 
 enum KernelKind {
@@ -354,18 +361,30 @@ impl World {
         Ok(())
     }
 
+    /// A new hardware context, refused as amdxdna refuses it once the device's limit is
+    /// reached (`aie2_rq_add`: "Not allow more than %d context(s)", -ENOENT).
     fn new_context(&mut self, device: usize, source: Source) -> Outcome<usize> {
-        if faults::fault() == Some(Fault::HwctxExhausted) {
-            let limit = faults::max_hwctx();
-            if self.contexts.len() >= limit {
-                return Err(Failure::xrt(format!(
-                    "DRM_IOCTL_AMDXDNA_CREATE_HWCTX IOCTL failed (err=-22): Invalid argument \
-                     ({limit} hardware contexts are open, NPU_HARNESS_MAX_HWCTX={limit})"
-                )));
-            }
+        let limit = faults::context_limit(&lookup(&self.devices, device, "device")?.name);
+        let open = self
+            .contexts
+            .values()
+            .filter(|c| c.device == device)
+            .count();
+        if open >= limit {
+            return Err(Failure::xrt(format!(
+                "DRM_IOCTL_AMDXDNA_CREATE_HWCTX IOCTL failed (err=-2): No such file or directory \
+                 (amdxdna: Not allow more than {limit} context(s); {open} are open)"
+            )));
         }
         let h = self.handle();
-        self.contexts.insert(h, Context { device, source });
+        self.contexts.insert(
+            h,
+            Context {
+                device,
+                source,
+                hung: 0,
+            },
+        );
         self.stats.contexts_created += 1;
         self.stats.contexts_alive = self.contexts.len() as u64;
         Ok(h)
@@ -400,7 +419,9 @@ impl World {
                 "hardware context freed while {kernels} kernels opened in it are open"
             )));
         }
-        self.contexts.remove(&context);
+        if let Some(ctx) = self.contexts.remove(&context) {
+            self.stats.runs_cancelled += ctx.hung;
+        }
         self.stats.contexts_alive = self.contexts.len() as u64;
         Ok(())
     }
@@ -743,7 +764,11 @@ impl World {
             }
         }
         self.stats.runs_started += 1;
+        let context = k.context;
+        let blocked = lookup(&self.contexts, context, "context")?.hung > 0;
         let state = match faults::fault() {
+            // A hung command blocks its context: what is queued behind it never runs.
+            _ if blocked => RunState::Hung,
             Some(Fault::Hang) => RunState::Hung,
             Some(Fault::Abort) => RunState::Done {
                 state: b::TRITON_NPU_XRT_STATE_ABORT as i32,
@@ -769,6 +794,9 @@ impl World {
                 },
             },
         };
+        if state == RunState::Hung {
+            lookup_mut(&mut self.contexts, context, "context")?.hung += 1;
+        }
         lookup_mut(&mut self.runs, run, "run")?.state = state;
         Ok(())
     }
@@ -796,34 +824,26 @@ impl World {
         })
     }
 
+    /// `xrt::run::abort()` submits an `ERT_ABORT` command, which amdxdna does not implement:
+    /// it accepts only ERT_START_CU, ERT_START_NPU[_PREEMPT[_ELF]] and ERT_CMD_CHAIN and answers
+    /// anything else with -EOPNOTSUPP (xdna-driver `src/driver/amdxdna/aie2_message.c`,
+    /// "Unsupported op"). So abort always fails, and a hung run keeps going.
     pub fn run_abort(&mut self, run: usize) -> Outcome<i32> {
-        let r = lookup_mut(&mut self.runs, run, "run")?;
-        match &r.state {
-            RunState::New => Err(Failure::xrt("abort of a run that was never started")),
-            RunState::Hung => {
-                self.stats.runs_aborted += 1;
-                r.state = RunState::Done {
-                    state: b::TRITON_NPU_XRT_STATE_ABORT as i32,
-                    message: "(npu-harness-xrt) the command was aborted by the host".into(),
-                    seen: true,
-                };
-                Ok(b::TRITON_NPU_XRT_STATE_ABORT as i32)
-            }
-            RunState::Done { state, .. } => {
-                let state = *state;
-                r.state.see();
-                Ok(state)
-            }
+        let r = lookup(&self.runs, run, "run")?;
+        if r.state == RunState::New {
+            return Err(Failure::xrt("abort of a run that was never started"));
         }
+        self.stats.runs_aborted += 1;
+        Err(Failure::xrt(
+            "DRM_IOCTL_AMDXDNA_EXEC_CMD IOCTL failed (err=-95): Operation not supported \
+             (amdxdna: Unsupported op for ERT_ABORT; the NPU driver cannot abort a command)",
+        ))
     }
 
+    /// Frees a run. A hung command outlives its run object: it stays on its hardware context
+    /// (blocking it) until the context is destroyed.
     pub fn run_free(&mut self, run: usize) -> Outcome<()> {
-        let r = lookup(&self.runs, run, "run")?;
-        if r.state == RunState::Hung {
-            return Err(Failure::xrt(
-                "run freed while still running (abort it after a timeout)",
-            ));
-        }
+        lookup(&self.runs, run, "run")?;
         self.runs.remove(&run);
         Ok(())
     }

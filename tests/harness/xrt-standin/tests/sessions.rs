@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use npu_runtime::xrt::XrtRuntime;
-use npu_runtime::{DispatchOptions, ErrorKind, Program, Runtime};
+use npu_runtime::{Artifact, DispatchOptions, ErrorKind, Program, Runtime};
 
 /// A harness program and what it computes.
 type Case = (fn(usize) -> String, fn(f32, f32) -> f32);
@@ -84,7 +84,6 @@ fn least_recently_used_sessions_are_released_at_the_cap() {
 #[test]
 fn context_exhaustion_releases_idle_sessions_and_retries() {
     let _g = serial();
-    set_env("NPU_HARNESS_FAULT", "hwctx_exhausted");
     set_env("NPU_HARNESS_MAX_HWCTX", "2");
     let dir = tempfile::tempdir().unwrap();
     let rt = open(&[]); // the default cap (8) is above the driver's 2
@@ -103,7 +102,6 @@ fn context_exhaustion_releases_idle_sessions_and_retries() {
 #[test]
 fn exhaustion_that_persists_is_reported_with_advice() {
     let _g = serial();
-    set_env("NPU_HARNESS_FAULT", "hwctx_exhausted");
     set_env("NPU_HARNESS_MAX_HWCTX", "0");
     let dir = tempfile::tempdir().unwrap();
     let rt = open(&[("AMD_TRITON_NPU_XRT_MAX_SESSIONS", "3")]);
@@ -226,4 +224,72 @@ fn a_dispatch_with_fewer_buffers_gets_a_run_without_the_old_ones() {
         .to_string();
     assert!(err.contains("passed 2"), "{err}");
     assert_eq!(stats().runs_created, created + 1);
+}
+
+/// Hardware contexts the device gives before it refuses one, and the refusal's text.
+fn contexts_until_refused(device_name: &str) -> (usize, String) {
+    set_env("NPU_HARNESS_XRT_DEVICE", device_name);
+    let dir = tempfile::tempdir().unwrap();
+    let Artifact::XclbinInsts { xclbin, .. } = npu1_artifact(dir.path(), &add(1)) else {
+        unreachable!("npu1 artifacts are an xclbin and its instructions")
+    };
+    let shim = standin_shim();
+    let device = xrt_sys::Device::open(&shim, 0).unwrap();
+    let registered = device.register_xclbin(&xclbin).unwrap();
+    let mut contexts = Vec::new();
+    loop {
+        match device.context_from_xclbin(&registered) {
+            Ok(context) => contexts.push(context),
+            Err(e) => {
+                assert!(e.is_context_refused(), "{e}");
+                return (contexts.len(), e.to_string());
+            }
+        }
+        assert!(contexts.len() <= 64, "the device never refused a context");
+    }
+}
+
+#[test]
+fn the_device_limits_contexts_as_amdxdna_does() {
+    let _g = serial();
+    for (name, limit) in [
+        ("NPU Phoenix", 6),
+        ("NPU Strix", 32),
+        ("NPU Strix Halo", 32),
+        ("NPU Krackan", 32),
+    ] {
+        let (made, refusal) = contexts_until_refused(name);
+        assert_eq!(made, limit, "{name}");
+        assert!(
+            refusal.contains(&format!("Not allow more than {limit} context(s)")),
+            "{refusal}"
+        );
+        assert!(refusal.contains("CREATE_HWCTX"), "{refusal}");
+    }
+    // amdxdna's module parameter lowers the limit, never raises it.
+    set_env("NPU_HARNESS_MAX_HWCTX", "3");
+    assert_eq!(contexts_until_refused("NPU Strix").0, 3);
+    set_env("NPU_HARNESS_MAX_HWCTX", "100");
+    assert_eq!(contexts_until_refused("NPU Phoenix").0, 6);
+}
+
+#[test]
+fn more_programs_than_an_npu1_has_contexts_still_run() {
+    // The default session cap (8) is above npu1's 6 contexts: the 7th load is refused by the
+    // driver, idle sessions are released and the load retried.
+    let _g = serial();
+    set_env("NPU_HARNESS_XRT_DEVICE", "NPU Phoenix");
+    let dir = tempfile::tempdir().unwrap();
+    let rt = open(&[]);
+    let programs: Vec<_> = (0..9)
+        .map(|i| {
+            rt.load(&npu1_artifact(&dir.path().join(i.to_string()), &add(1)))
+                .unwrap()
+        })
+        .collect();
+    assert!(stats().contexts_alive <= 6);
+    for program in programs.iter().rev() {
+        check(&rt, program, PROGRAMS[0].1);
+        assert!(stats().contexts_alive <= 6);
+    }
 }

@@ -29,6 +29,15 @@ pub fn standin() -> PathBuf {
     lib
 }
 
+/// The stand-in loaded as a shim, for tests that drive `xrt_sys` handles directly.
+pub fn standin_shim() -> std::sync::Arc<xrt_sys::Shim> {
+    xrt_sys::load(&xrt_sys::Search {
+        shim: Some(standin()),
+        ..Default::default()
+    })
+    .expect("the stand-in loads as a shim")
+}
+
 /// A configuration from these variables plus `AMD_TRITON_NPU_XRT_SHIM` = the stand-in.
 pub fn config(vars: &[(&str, &str)]) -> Config {
     let mut map: HashMap<String, String> = vars
@@ -80,6 +89,7 @@ pub struct Stats {
     pub syncs_to_device: u64,
     pub syncs_from_device: u64,
     pub runs_created: u64,
+    pub runs_cancelled: u64,
 }
 
 pub fn stats() -> Stats {
