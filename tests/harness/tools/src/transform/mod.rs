@@ -801,5 +801,20 @@ mod tests {
                 .message,
             "'transform.include' op does not reference a named transform sequence"
         );
+        assert_eq!(
+            err("transform.named_sequence @m(%a: !transform.any_op) {\n  %b = transform.cast %a : !transform.any_op to !transform.any_op\n  %b = transform.cast %a : !transform.any_op to !transform.any_op\n  transform.yield\n}\n")
+                .message,
+            "redefinition of SSA value '%b'"
+        );
+        // Named sequences are isolated: the outer sequence's argument is not visible.
+        assert_eq!(
+            err("module {\n  transform.named_sequence @m(%a: !transform.any_op) {\n    transform.yield\n  }\n  transform.named_sequence @n(%b: !transform.any_op) {\n    transform.print %a : !transform.any_op\n    transform.yield\n  }\n}\n")
+                .message,
+            "use of undeclared SSA value name"
+        );
+        assert_eq!(
+            err("transform.named_sequence {\n  transform.yield\n}\n").message,
+            "expected valid '@'-identifier for symbol name"
+        );
     }
 }
