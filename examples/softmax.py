@@ -1,12 +1,19 @@
 """Row softmax on the NPU, checked against numpy."""
 
 import sys
+from pathlib import Path
 
 import numpy as np
 import torch
 import triton
 import triton.language as tl
 from triton_npu import NPUDriver
+from triton_npu.config import npu_config
+
+# The built-in default schedule serves elementwise kernels only: softmax's reductions do not
+# fuse, so under it one_shot_bufferize would leave their results in L3, which mlir-air refuses
+# inside air.segment. The row-wise schedule of the upstream-style suite fits this kernel.
+SCHEDULE = Path(__file__).resolve().parent.parent / "tests/examples/softmax/transform_aie2p.mlir"
 
 
 @triton.jit
@@ -21,6 +28,8 @@ def softmax_kernel(x_ptr, out_ptr, N_COLS: tl.constexpr):
 
 def main() -> int:
     triton.runtime.driver.set_active(NPUDriver())
+    if npu_config.transform_tiling_script is None:
+        npu_config.transform_tiling_script = str(SCHEDULE)
     rows, cols = 16, 256
     x = torch.randn(rows, cols)
     out = torch.empty(rows, cols)

@@ -1,4 +1,6 @@
-// attention: tiling schedule for triton-npu's example (causal attention of one head per program: two matmuls around a row softmax), for aie2p; air-opt reads it
+// attention: tiling schedule for triton-npu's example (causal attention of one head per program: two matmuls around a row softmax), for aie2p and aie2
+// (transform_aie2.mlir links here: nothing below depends on the array width; the default
+// elementwise schedule would leave this kernel's reductions in L3); air-opt reads it
 // through AIR_TRANSFORM_TILING_SCRIPT. The library sequences it includes are expanded by the
 // backend before air-opt sees the script. Row-wise: after fusing the elementwise ops and moving
 // each reduction's dimension innermost, the op that produces the stored value gets its result

@@ -18,4 +18,5 @@ pub mod linalg;
 pub mod meaning;
 pub mod mlir;
 pub mod pipeline;
+pub mod transform;
 pub mod ttir;

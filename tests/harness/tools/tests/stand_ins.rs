@@ -45,7 +45,13 @@ fn air_input(dir: &Path) -> String {
 fn air_opt_runs_known_pipelines_and_records_the_grid() {
     let dir = tempfile::tempdir().unwrap();
     let input = air_input(dir.path());
-    std::fs::write(dir.path().join("t.mlir"), "transform.named_sequence").unwrap();
+    std::fs::write(
+        dir.path().join("t.mlir"),
+        "module attributes {transform.with_named_sequence} {\n  transform.named_sequence \
+         @__transform_main(%m: !transform.any_op {transform.readonly}) {\n    \
+         transform.yield\n  }\n}\n",
+    )
+    .unwrap();
     let out = run(
         AIR_OPT,
         dir.path(),

@@ -10,9 +10,13 @@
 
 use npu_harness_tools::cli::{self, flag, optional, value};
 use npu_harness_tools::pipeline::{self, Element};
-use npu_harness_tools::{attrs, harness, launch};
+use npu_harness_tools::{attrs, harness, launch, transform};
 
 const TOOL: &str = "air-opt";
+
+/// Module attribute: the L3 allocations one_shot_bufferize made (air-transform to
+/// air-par-to-launch).
+const L3_ALLOCS: &str = "npu_harness.l3_allocations";
 
 /// Passes the stand-in knows, their options, and whether they must run on `func.func`.
 const PASSES: &[(&str, &[&str], bool)] = &[
@@ -174,14 +178,22 @@ fn run(elements: &[Element], anchor: Option<&str>, module: &mut String, ran: &mu
                 if file.is_empty() {
                     harness::fail("<unknown>:0: error: no transform file name specified");
                 }
-                match std::fs::read_to_string(file) {
-                    Err(_) => harness::fail(&format!(
+                let Ok(text) = std::fs::read_to_string(file) else {
+                    harness::fail(&format!(
                         "{file}:0:0: error: failed to open transform file: {file}"
-                    )),
-                    Ok(script) if !script.contains("transform.") => harness::fail(&format!(
-                        "{file}:1:1: error: the transform file holds no transform operations"
-                    )),
-                    Ok(_) => {}
+                    ))
+                };
+                // Parse and verify the script, then run @__transform_main once over the
+                // payload's model (see npu_harness_tools::transform).
+                let outcome = transform::parse(&text)
+                    .and_then(|script| transform::interp::run(&script, module))
+                    .unwrap_or_else(|e| harness::fail(&e.render(file)));
+                if outcome.precise && !outcome.l3_allocations.is_empty() {
+                    *module = attrs::set_module_attr(
+                        module,
+                        L3_ALLOCS,
+                        &attrs::mlir_string(&outcome.l3_allocations.join("; ")),
+                    );
                 }
             }
             "air-wrap-func-with-parallel" => {
@@ -203,7 +215,22 @@ fn run(elements: &[Element], anchor: Option<&str>, module: &mut String, ran: &mu
                     &format!("array<i32: {}, {}, {}>", bounds[0], bounds[1], bounds[2]),
                 );
             }
-            "air-par-to-launch" => *module = launch::par_to_launch(module),
+            "air-par-to-launch" => {
+                // mlir-air's air.segment verifier (AIRDialect.cpp:1752-1754, via
+                // verifyAllocMemorySpace :1640-1681): the segment made here may not hold an
+                // allocation in L3, such as one one_shot_bufferize made for a result that had
+                // no L2/L1 buffer yet.
+                if get("has-air-segment") == Some("true")
+                    && let Some(what) = attrs::string_attr(module, L3_ALLOCS)
+                {
+                    harness::fail(&format!(
+                        "<unknown>:0: error: 'air.segment' op memref.alloc inside air.segment \
+                         must have memory space >= L2, but found memory space L3\n\
+                         <unknown>:0: note: the allocation: {what}"
+                    ));
+                }
+                *module = launch::par_to_launch(module)
+            }
             _ => {}
         }
         ran.push(if e.options.is_empty() {

@@ -1,0 +1,1 @@
+transform_aie2p.mlir

@@ -1,0 +1,223 @@
+//! The transform ops the stand-in air-opt knows: those upstream MLIR and mlir-air define, as far
+//! as triton-npu's library, its generated schedules and upstream's scripts use them, plus the
+//! rest of the families they belong to. A transform op outside this table is refused as MLIR's
+//! parser refuses an op its registered dialect does not define (`custom op '…' is unknown`).
+//!
+//! Sources:
+//! * upstream MLIR (llvm-project): `mlir/include/mlir/Dialect/Transform/IR/TransformOps.td`
+//!   (core ops), `…/Transform/IR/MatchInterfaces`/`TransformOps.td` (`match.*`, `param.*`),
+//!   `mlir/include/mlir/Dialect/Linalg/TransformOps/LinalgTransformOps.td` and
+//!   `LinalgMatchOps.td` (`structured.*`), `mlir/include/mlir/Dialect/SCF/TransformOps/
+//!   SCFTransformOps.td` (`loop.*`, `apply_patterns.scf.*`), `mlir/include/mlir/Dialect/
+//!   Bufferization/TransformOps/BufferizationTransformOps.td` (`bufferization.*`),
+//!   `mlir/include/mlir/Dialect/{Tensor,MemRef,Vector,Linalg}/TransformOps/*.td`
+//!   (`apply_patterns.*`);
+//! * mlir-air: `mlir/include/air/Dialect/AIR/AIRTransformOps.td` (`air.*`; the names used by
+//!   amd/Triton-XDNA @ 7c7c418 — `examples/*/transform_aie2*.mlir`,
+//!   `amd_triton_npu/backend/matmul_transform.py`, `transform_library/*.mlir` — and
+//!   `override_memref_memory_space`, real-toolchain-rules.md §4);
+//! * triton-npu: `crates/npu-transform/src/library/*.mlir` and `src/schedule/*.rs` (every name
+//!   they print is in this table; `tests/schedules.rs` checks it through harness compiles).
+
+/// Ops of the transform dialect and its extensions (without the `transform.` prefix).
+pub const TRANSFORM_OPS: &[&str] = &[
+    // Core (TransformOps.td).
+    "alternatives",
+    "annotate",
+    "apply_conversion_patterns",
+    "apply_cse",
+    "apply_dce",
+    "apply_licm",
+    "apply_patterns",
+    "apply_registered_pass",
+    "cast",
+    "collect_matching",
+    "foreach",
+    "foreach_match",
+    "get_consumers_of_result",
+    "get_defining_op",
+    "get_operand",
+    "get_parent_op",
+    "get_producer_of_operand",
+    "get_result",
+    "get_type",
+    "include",
+    "merge_handles",
+    "named_sequence",
+    "num_associations",
+    "param.constant",
+    "print",
+    "replicate",
+    "select",
+    "sequence",
+    "split_handle",
+    "verify",
+    "yield",
+    "match.operation_empty",
+    "match.operation_name",
+    "match.param.cmpi",
+    // Linalg (LinalgTransformOps.td, LinalgMatchOps.td).
+    "structured.bufferize_to_allocation",
+    "structured.continuous_tile_sizes",
+    "structured.convert_conv2d_to_img2col",
+    "structured.convert_to_loops",
+    "structured.decompose",
+    "structured.decompose_interface",
+    "structured.eliminate_empty_tensors",
+    "structured.flatten_elementwise",
+    "structured.fuse",
+    "structured.fuse_into_containing_op",
+    "structured.generalize",
+    "structured.hoist_pad",
+    "structured.hoist_pad.build_packing_loop_nest",
+    "structured.hoist_redundant_vector_broadcasts",
+    "structured.hoist_redundant_vector_transfers",
+    "structured.insert_slice_to_copy",
+    "structured.interchange",
+    "structured.linalg_copy_to_memref",
+    "structured.lower_pack",
+    "structured.lower_unpack",
+    "structured.map_copy_to_threads",
+    "structured.match",
+    "structured.multitile_sizes",
+    "structured.pack",
+    "structured.pack_greedily",
+    "structured.pack_transpose",
+    "structured.pad",
+    "structured.promote",
+    "structured.promote_tensor",
+    "structured.replace",
+    "structured.rewrite_in_destination_passing_style",
+    "structured.scalarize",
+    "structured.specialize",
+    "structured.split",
+    "structured.split_reduction",
+    "structured.tile_reduction_using_for",
+    "structured.tile_reduction_using_forall",
+    "structured.tile_using_for",
+    "structured.tile_using_forall",
+    "structured.transpose_conv2d",
+    "structured.transpose_matmul",
+    "structured.vectorize",
+    "structured.vectorize_children_and_apply_patterns",
+    "structured.winograd_conv2d",
+    // SCF (SCFTransformOps.td).
+    "loop.coalesce",
+    "loop.forall_to_for",
+    "loop.forall_to_parallel",
+    "loop.fuse_sibling",
+    "loop.get_parent_for",
+    "loop.hoist_loop_invariant_subsets",
+    "loop.outline",
+    "loop.peel",
+    "loop.pipeline",
+    "loop.promote_if_one_iteration",
+    "loop.unroll",
+    "loop.unroll_and_jam",
+    // Bufferization (BufferizationTransformOps.td).
+    "bufferization.buffer_loop_hoisting",
+    "bufferization.eliminate_empty_tensors",
+    "bufferization.empty_tensor_to_alloc_tensor",
+    "bufferization.one_shot_bufferize",
+    // mlir-air (AIRTransformOps.td).
+    "air.broadcast_before_unary",
+    "air.convert_divf_sqrt_to_rsqrt",
+    "air.convert_memref_copy_to_linalg_copy",
+    "air.convert_size1_vector_to_scalar",
+    "air.copy_to_dma",
+    "air.eliminate_cascade_memcpy",
+    "air.eliminate_redundant_vector_transfers",
+    "air.flatten_for_iter_args",
+    "air.fold_unit_extent_dims",
+    "air.fuse_elementwise_linalg",
+    "air.fuse_into_containing_op",
+    "air.fuse_multi_op_linalg",
+    "air.get_segment_for",
+    "air.herd_vectorize",
+    "air.hoist_loop_invariant_transfers",
+    "air.hoist_static_alloc",
+    "air.hoist_vector_transfer_pointers",
+    "air.linalg_promote",
+    "air.linalg_tile",
+    "air.normalize_for_bounds",
+    "air.override_memref_memory_space",
+    "air.par_to_herd",
+    "air.par_to_launch",
+    "air.par_to_segment",
+    "air.pipeline_reduce",
+    "air.remove_uninitialized_copy",
+    "air.segment_to_aie",
+    "air.transpose_reduce",
+    "air.vector_type_cast",
+];
+
+/// Pattern sets usable inside `transform.apply_patterns { … }` (without the
+/// `transform.apply_patterns.` prefix): upstream MLIR's `Apply*PatternsOp` definitions in the
+/// TransformOps.td files named above.
+pub const PATTERN_OPS: &[&str] = &[
+    "canonicalization",
+    "linalg.erase_unnecessary_inputs",
+    "linalg.fold_add_into_dest",
+    "linalg.fold_pack_unpack_into_empty",
+    "linalg.fold_unit_extent_dims_via_reshapes",
+    "linalg.fold_unit_extent_dims_via_slices",
+    "linalg.pad_vectorization",
+    "linalg.tiling_canonicalization",
+    "memref.alloc_to_alloca",
+    "memref.expand_ops",
+    "memref.expand_strided_metadata",
+    "memref.extract_address_computations",
+    "memref.fold_memref_alias_ops",
+    "memref.resolve_ranked_shaped_type_result_dims",
+    "scf.for_loop_canonicalization",
+    "tensor.bubble_up_extract_slice",
+    "tensor.decompose_concat",
+    "tensor.drop_redundant_insert_slice_rank_expansion",
+    "tensor.fold_into_pack_and_unpack",
+    "tensor.fold_tensor_empty",
+    "tensor.fold_tensor_subset_ops",
+    "tensor.fold_tensor_subset_ops_into_vector_transfers",
+    "tensor.merge_consecutive_insert_extract_slice",
+    "tensor.reassociative_reshape_folding",
+    "tensor.rewrite_as_constant",
+    "vector.cast_away_vector_leading_one_dim",
+    "vector.drop_unit_dims_with_shape_cast",
+    "vector.fold_arith_extension",
+    "vector.interleave_to_shuffle",
+    "vector.lower_bitcast",
+    "vector.lower_broadcast",
+    "vector.lower_contraction",
+    "vector.lower_create_mask",
+    "vector.lower_gather",
+    "vector.lower_interleave",
+    "vector.lower_masked_transfers",
+    "vector.lower_masks",
+    "vector.lower_multi_reduction",
+    "vector.lower_outerproduct",
+    "vector.lower_scan",
+    "vector.lower_shape_cast",
+    "vector.lower_transfer",
+    "vector.lower_transpose",
+    "vector.materialize_masks",
+    "vector.multi_reduction_flattening",
+    "vector.multi_reduction_unrolling",
+    "vector.rank_reducing_subview_patterns",
+    "vector.reduction_to_contract",
+    "vector.reorder_multi_reduction_dims",
+    "vector.rewrite_narrow_types",
+    "vector.sink_ops",
+    "vector.split_transfer_full_partial",
+    "vector.transfer_permutation_patterns",
+    "vector.transfer_to_scf",
+];
+
+/// Whether `name` (a full op name) is a transform op MLIR or mlir-air defines.
+pub fn known(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix("transform.") else {
+        return false;
+    };
+    if let Some(pattern) = rest.strip_prefix("apply_patterns.") {
+        return PATTERN_OPS.contains(&pattern);
+    }
+    TRANSFORM_OPS.contains(&rest)
+}
