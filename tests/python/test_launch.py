@@ -383,3 +383,37 @@ def test_benchmarker_reports_device_time(tmp_path: Path):
     assert result["mean"] > 0
     assert len(result["q"]) == 3 and result["q"][1] <= result["q"][0] <= result["q"][2]
     assert result["nothing"] and "dispatched no NPU kernel" in result["nothing"]
+
+
+@pytest.mark.parametrize("runtime", ["hsa", "xrt"])
+def test_loaded_kernels_hold_no_file_each_and_survive_eviction(runtime: str, tmp_path: Path):
+    # Each loaded kernel used to keep its cache entry's manifest open (one descriptor per
+    # kernel: a process ran out of them after ~1,000 kernels). Once loaded, a kernel needs
+    # nothing on disk, so clearing the cache under it must not stop it either.
+    result = run_kernels(
+        """
+        import os, subprocess
+        def fds(): return len(os.listdir("/proc/self/fd"))
+        x, y = torch.randn(N), torch.randn(N)
+        out = torch.zeros(N)
+        add_kernel[(1,)](x, y, out, 1, BLOCK=4096)
+        before = fds()
+        for n in range(2, 14):
+            o = torch.zeros(N)
+            add_kernel[(1,)](x, y, o, n, BLOCK=4096)
+            assert torch.equal(o[:n], (x + y)[:n]) and not o[n:].any(), n
+        grown = fds() - before
+        cleared = subprocess.run([sys.executable, "-m", "triton_npu", "cache", "clear", "--yes"],
+                                 capture_output=True, text=True)
+        o = torch.zeros(N)
+        add_kernel[(1,)](x, y, o, 7, BLOCK=4096)
+        print(json.dumps({"grown": grown, "clear_rc": cleared.returncode,
+                          "clear": cleared.stdout + cleared.stderr,
+                          "right": bool(torch.equal(o[:7], (x + y)[:7]))}))
+        """.replace("import os, subprocess", "import json, os, subprocess"),
+        runtime,
+        harness_env(tmp_path),
+    )
+    assert result["grown"] < 6, f"12 more loaded kernels hold {result['grown']} more descriptors"
+    assert result["clear_rc"] == 0, result["clear"]
+    assert result["right"], "a loaded kernel stopped working when its entry was evicted"

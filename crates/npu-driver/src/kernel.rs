@@ -1,9 +1,9 @@
 //! First launch of a (kernel, grid): cache lookup or build (through the one build
 //! [`Pipeline`]), then load.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use npu_cache::{Entry, Inputs, KERNEL_NAME_INPUT};
+use npu_cache::{Inputs, KERNEL_NAME_INPUT};
 use npu_mlir::KernelIo;
 use npu_runtime::{Program, Runtime};
 use npu_target::{Config, NpuVersion, RuntimeKind};
@@ -27,9 +27,14 @@ pub struct KernelRequest {
 
 /// A kernel ready to dispatch (or, compile-only, just built and cached).
 pub struct Prepared {
-    /// The cache entry's data directory (`get_npu_cache_dir`). Holding the entry keeps it
-    /// safe from eviction while this kernel is loaded.
-    pub entry: Entry,
+    /// The cache entry's data directory (`get_npu_cache_dir`).
+    ///
+    /// The entry itself is not held: once loaded, a kernel needs nothing on disk (ROCr got
+    /// the hsaco's bytes; XRT holds the registered xclbin or the opened ELF and the
+    /// instructions it read), so an eviction cannot break it, and holding each loaded
+    /// kernel's entry open cost one file descriptor per kernel — a process with ~1,000
+    /// kernels ran out of them. While it loads, the entry is held (in use, safe from eviction).
+    cache_dir: PathBuf,
     pub compiled: Compiled,
     pub target: NpuVersion,
     pub runtime_kind: RuntimeKind,
@@ -40,7 +45,7 @@ pub struct Prepared {
 
 impl Prepared {
     pub fn cache_dir(&self) -> &Path {
-        self.entry.dir()
+        &self.cache_dir
     }
 }
 
@@ -78,8 +83,7 @@ pub fn prepare(config: &Config, host: &Host, req: &KernelRequest) -> Result<Prep
     )?;
     let pipeline = Pipeline::new(config, host)?;
     let inputs = cache_inputs(&pipeline, req)?;
-    let mut entry =
-        pipeline.cached(&inputs, |dir| pipeline.build_kernel(&kernel, dir).map(drop))?;
+    let entry = pipeline.cached(&inputs, |dir| pipeline.build_kernel(&kernel, dir).map(drop))?;
     let mut compiled = Compiled::from_entry(&entry, pipeline.format, config.runtime, &req.name)?;
     let loaded = if config.compile_only {
         None
@@ -88,11 +92,10 @@ pub fn prepare(config: &Config, host: &Host, req: &KernelRequest) -> Result<Prep
         let program = runtime.load(&compiled.artifact(config.runtime)?)?;
         Some((program, runtime))
     };
-    // Loaded: the entry stays in use (safe from eviction) without its bytes in memory.
-    entry.release_contents();
+    // Loaded (or, compile-only, built): the entry and its checked bytes are let go.
     compiled.files.release_checked();
     Ok(Prepared {
-        entry,
+        cache_dir: entry.dir().to_owned(),
         compiled,
         target: pipeline.target,
         runtime_kind: config.runtime,
