@@ -271,3 +271,86 @@ def test_the_cli_ignores_tools_in_the_current_directory(tmp_path: Path):
     for name in ("air-opt", "aircc", "triton-shared-opt"):
         assert components[name]["status"] == "error", components[name]
     assert not ran.exists()
+
+
+DEVICE_SCRIPT = textwrap.dedent(
+    """
+    import json, os, sys, time
+    import torch
+    import triton
+    import triton.language as tl
+    from triton_npu import NPUDriver
+
+    @triton.jit
+    def add_kernel(x_ptr, y_ptr, out_ptr, n: tl.constexpr, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
+
+    runtime = sys.argv[1]
+    triton.runtime.driver.set_active(NPUDriver(runtime))
+    N = 4096
+    x, y = torch.randn(N), torch.randn(N)
+
+    def launch():
+        out = torch.empty(N)
+        add_kernel[(N // 1024,)](x, y, out, N, BLOCK=1024)
+        torch.testing.assert_close(out, x + y)
+
+    def report(**facts):
+        print("REPORT " + json.dumps(facts), flush=True)
+
+    launch()  # built, loaded and run once: the next launch only waits on the device
+    if runtime == "xrt":
+        os.environ["NPU_HARNESS_FAULT"] = "hang"  # the stand-in's runs never complete
+    report(outcome="ready")
+    try:
+        launch()
+        report(outcome="finished")
+    except KeyboardInterrupt:
+        report(outcome="KeyboardInterrupt", at=time.monotonic())
+    except Exception as e:
+        report(outcome="error", type=type(e).__name__, message=str(e))
+    os.environ.pop("NPU_HARNESS_FAULT", None)
+    launch()
+    report(outcome="again")
+    """
+)
+
+
+@pytest.mark.parametrize("runtime", ["hsa", "xrt"])
+def test_ctrl_c_stops_a_launch_waiting_on_a_hung_device(runtime: str, tmp_path: Path):
+    # Long device timeouts: only Ctrl-C can end the wait in time. Under HSA the agent hangs
+    # the second packet (the first launch's is the first).
+    env = harness_env(
+        tmp_path,
+        AMD_TRITON_NPU_HSA_TIMEOUT="600",
+        AMD_TRITON_NPU_XRT_TIMEOUT="600",
+        **({"NPU_HARNESS_FAULT": "hang:2"} if runtime == "hsa" else {}),
+    )
+    script = tmp_path / "kernel.py"
+    script.write_text(DEVICE_SCRIPT)
+    child = subprocess.Popen(
+        [sys.executable, str(script), runtime],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        first = child.stdout.readline()
+        assert first.startswith("REPORT "), first + child.stderr.read()
+        assert json.loads(first[len("REPORT ") :]) == {"outcome": "ready"}
+        time.sleep(1.0)  # the launch is now waiting on the device
+        sent = time.monotonic()
+        child.send_signal(signal.SIGINT)
+        out, err = _finish(child, timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 0, out + err
+    stopped, again = _reports(out)
+    assert stopped["outcome"] == "KeyboardInterrupt", stopped
+    assert stopped["at"] - sent < 5, f"KeyboardInterrupt came {stopped['at'] - sent:.1f} s late"
+    # The device side was reset (HSA: a new queue; XRT: a new hardware context).
+    assert again == {"outcome": "again"}

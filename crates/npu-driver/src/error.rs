@@ -158,6 +158,7 @@ impl DriverError {
                 R::NoDevice => ErrorKind::DeviceNotFound,
                 R::HardwareContextExhausted => ErrorKind::HardwareContextsExhausted,
                 R::Timeout => ErrorKind::Timeout,
+                R::Interrupted => ErrorKind::Interrupted,
                 R::InvalidArguments => ErrorKind::InvalidInput,
                 R::LoadRefused | R::LaunchFailed | R::CallFailed => ErrorKind::LaunchFailed,
             },

@@ -499,7 +499,8 @@ impl PyChainRunner {
             outputs: &outputs,
             timeout,
         };
-        let report = py.detach(|| runner.run(&request)).map_err(chain_error)?;
+        let report = crate::interrupt::detach_interruptible(py, || runner.run(&request))?
+            .map_err(chain_error)?;
         DISPATCHED_IN_PLACE.fetch_add(report.in_place.into(), Ordering::Relaxed);
         DISPATCHED_STAGED.fetch_add(report.staged.into(), Ordering::Relaxed);
         let out = PyDict::new(py);

@@ -164,9 +164,10 @@ impl Launcher {
             self.prepared(py, grid, &args.get_item(4)?)?
         };
         if prepared.loaded.is_some() {
-            let report = py
-                .detach(|| prepared.dispatch(&buffers, None))
-                .map_err(|e| self.dispatch_error(e))?;
+            // Ctrl-C or SIGTERM stops the wait for the device (KeyboardInterrupt here).
+            let report =
+                crate::interrupt::detach_interruptible(py, || prepared.dispatch(&buffers, None))?
+                    .map_err(|e| self.dispatch_error(e))?;
             let ns = u64::try_from(report.device_time.as_nanos()).unwrap_or(u64::MAX);
             LAST_DISPATCH.with(|d| d.set((d.get().0 + 1, ns)));
             DISPATCHED_IN_PLACE.fetch_add(report.in_place.into(), Ordering::Relaxed);

@@ -113,8 +113,10 @@ impl PrebuiltKernel {
             })
             .collect::<PyResult<_>>()?;
         let runtime = self.runtime;
-        py.detach(|| runtime.dispatch(&program, &buffers, &DispatchOptions::default()))
-            .map_err(runtime_error)?;
+        crate::interrupt::detach_interruptible(py, || {
+            runtime.dispatch(&program, &buffers, &DispatchOptions::default())
+        })?
+        .map_err(runtime_error)?;
         Ok(())
     }
 

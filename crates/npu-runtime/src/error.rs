@@ -22,6 +22,8 @@ pub enum ErrorKind {
     LaunchFailed,
     /// A dispatch did not complete in time.
     Timeout,
+    /// The user stopped a dispatch's wait (Ctrl-C, SIGTERM).
+    Interrupted,
     /// Any other runtime call that failed (e.g. an allocation).
     CallFailed,
 }
@@ -37,6 +39,7 @@ impl ErrorKind {
             ErrorKind::InvalidArguments => "invalid_arguments",
             ErrorKind::LaunchFailed => "launch_failed",
             ErrorKind::Timeout => "timeout",
+            ErrorKind::Interrupted => "interrupted",
             ErrorKind::CallFailed => "call_failed",
         }
     }
@@ -83,6 +86,16 @@ pub enum RuntimeError {
     /// The wait for completion ran out.
     #[error("kernel {kernel:?} did not complete within {seconds} s")]
     Timeout { kernel: String, seconds: f64 },
+    /// The wait for completion was stopped by the user; the device side was reset (HSA: the
+    /// queue is rebuilt; XRT: the run's hardware context is torn down), so the next dispatch
+    /// starts clean.
+    #[error(
+        "the wait for kernel {kernel:?} was {cause}; the kernel's results were not copied back"
+    )]
+    Interrupted {
+        kernel: String,
+        cause: npu_process::Interrupted,
+    },
     /// Any other runtime call that failed, with the call named.
     #[error("{call} failed: {reason}")]
     Call { call: String, reason: String },
@@ -100,6 +113,7 @@ impl RuntimeError {
             }
             RuntimeError::Dispatch { .. } => ErrorKind::LaunchFailed,
             RuntimeError::Timeout { .. } => ErrorKind::Timeout,
+            RuntimeError::Interrupted { .. } => ErrorKind::Interrupted,
             RuntimeError::Call { .. } => ErrorKind::CallFailed,
         }
     }

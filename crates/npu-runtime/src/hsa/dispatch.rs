@@ -91,6 +91,9 @@ enum Waited {
     Completed(i64),
     QueueError(u32),
     TimedOut(f64),
+    /// The user asked to stop (Ctrl-C, SIGTERM) while the packet ran: handled as a timeout
+    /// (the packet may still be on the device, so the queue is rebuilt).
+    Interrupted(npu_process::Interrupted),
 }
 
 enum Failure {
@@ -281,7 +284,7 @@ impl Dispatcher {
             }
         };
         let waited = self.wait(target, started, returned.as_ref());
-        if !matches!(waited, Waited::TimedOut(_))
+        if !matches!(waited, Waited::TimedOut(_) | Waited::Interrupted(_))
             && let Some(returned) = &returned
         {
             // The packet has ended, so the doorbell store returns (if it has not already):
@@ -300,16 +303,20 @@ impl Dispatcher {
                 "the queue reported {} (the queue is rebuilt for the next dispatch)",
                 self.session.hsa.status_text(status)
             ))),
-            Waited::TimedOut(seconds) => {
-                let still_inside = returned.filter(|r| !submit_returned(r));
-                Err(Failure::TimedOut {
-                    error: RuntimeError::Timeout {
-                        kernel: launch.kernel().to_owned(),
-                        seconds,
-                    },
-                    returned: still_inside,
-                })
-            }
+            Waited::TimedOut(seconds) => Err(Failure::TimedOut {
+                error: RuntimeError::Timeout {
+                    kernel: launch.kernel().to_owned(),
+                    seconds,
+                },
+                returned: returned.filter(|r| !submit_returned(r)),
+            }),
+            Waited::Interrupted(cause) => Err(Failure::TimedOut {
+                error: RuntimeError::Interrupted {
+                    kernel: launch.kernel().to_owned(),
+                    cause,
+                },
+                returned: returned.filter(|r| !submit_returned(r)),
+            }),
         }
     }
 
@@ -347,6 +354,10 @@ impl Dispatcher {
                 && Instant::now() >= deadline
             {
                 return Waited::TimedOut(target.timeout.unwrap_or_default().as_secs_f64());
+            }
+            // Between slices, as npu-process asks of device waits: Ctrl-C or SIGTERM stops it.
+            if let Err(cause) = npu_process::interrupt::check() {
+                return Waited::Interrupted(cause);
             }
         }
     }

@@ -56,6 +56,9 @@ pub const XCLBIN_KERNEL_PREFIX: &str = "MLIR_AIE";
 /// The memory group of shared buffers on npu1: bank 0, the host memory in aiecc's xclbins.
 /// A shared buffer is passed in place only when the kernel argument is in the same group.
 pub const SHARED_GROUP: i32 = 0;
+/// How long one wait for a run lasts before the interruption check (npu-process asks device
+/// waits to check at least every ~50 ms).
+const WAIT_SLICE: std::time::Duration = std::time::Duration::from_millis(20);
 
 static RUNTIME_IDS: AtomicU64 = AtomicU64::new(1);
 
@@ -382,21 +385,39 @@ impl XrtRuntime {
         let started = Instant::now();
         run.start().map_err(fail)?;
         let timeout = launch.timeout().unwrap_or(self.timeout);
-        match run.wait(Some(timeout)) {
-            Ok(WaitOutcome::Completed) => {}
-            Ok(WaitOutcome::TimedOut) => {
-                // No abort(): amdxdna refuses XRT's ERT_ABORT command (-EOPNOTSUPP). The caller
-                // drops the session, and with it the hardware context, which ends the run.
-                tracing::warn!(
-                    kernel = launch.kernel(),
-                    "run timed out; tearing its hardware context down"
-                );
-                return Err(RuntimeError::Timeout {
-                    kernel: launch.kernel().to_owned(),
-                    seconds: timeout.as_secs_f64(),
-                });
+        let deadline = started + timeout;
+        // In slices, so that Ctrl-C or SIGTERM stops the wait (npu-process's rule for device
+        // waits). No abort() either way: amdxdna refuses XRT's ERT_ABORT command
+        // (-EOPNOTSUPP). The caller drops the session, and with it the hardware context,
+        // which ends the run.
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match run.wait(Some(left.min(WAIT_SLICE))) {
+                Ok(WaitOutcome::Completed) => break,
+                Ok(WaitOutcome::TimedOut) if Instant::now() >= deadline => {
+                    tracing::warn!(
+                        kernel = launch.kernel(),
+                        "run timed out; tearing its hardware context down"
+                    );
+                    return Err(RuntimeError::Timeout {
+                        kernel: launch.kernel().to_owned(),
+                        seconds: timeout.as_secs_f64(),
+                    });
+                }
+                Ok(WaitOutcome::TimedOut) => {
+                    if let Err(cause) = npu_process::interrupt::check() {
+                        tracing::warn!(
+                            kernel = launch.kernel(),
+                            "run interrupted; tearing its hardware context down"
+                        );
+                        return Err(RuntimeError::Interrupted {
+                            kernel: launch.kernel().to_owned(),
+                            cause,
+                        });
+                    }
+                }
+                Err(e) => return Err(fail(e)),
             }
-            Err(e) => return Err(fail(e)),
         }
         report.device_time = started.elapsed();
 
@@ -548,7 +569,9 @@ impl Runtime for XrtRuntime {
         };
         if matches!(
             outcome,
-            Err(RuntimeError::Dispatch { .. } | RuntimeError::Timeout { .. })
+            Err(RuntimeError::Dispatch { .. }
+                | RuntimeError::Timeout { .. }
+                | RuntimeError::Interrupted { .. },)
         ) {
             // The context may be left in a bad state; the next dispatch makes a new one.
             self.lock().sessions.discard(spec.id, &cell);
