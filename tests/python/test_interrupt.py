@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 from conftest import harness_env
 
-SCRIPT = textwrap.dedent(
+# One kernel and its launch, on the runtime named by the script's argument (default xrt).
+PRELUDE = textwrap.dedent(
     """
     import fcntl, glob, json, os, sys, time
     import torch
@@ -34,7 +35,8 @@ SCRIPT = textwrap.dedent(
         m = offs < n
         tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
 
-    triton.runtime.driver.set_active(NPUDriver("xrt"))
+    runtime = sys.argv[1] if len(sys.argv) > 1 else "xrt"
+    triton.runtime.driver.set_active(NPUDriver(runtime))
     N = 4096
     x, y = torch.randn(N), torch.randn(N)
 
@@ -45,7 +47,11 @@ SCRIPT = textwrap.dedent(
 
     def report(**facts):
         print("REPORT " + json.dumps(facts), flush=True)
+    """
+)
 
+SCRIPT = PRELUDE + textwrap.dedent(
+    """
     try:
         launch()
         report(outcome="finished")
@@ -273,33 +279,8 @@ def test_the_cli_ignores_tools_in_the_current_directory(tmp_path: Path):
     assert not ran.exists()
 
 
-DEVICE_SCRIPT = textwrap.dedent(
+DEVICE_SCRIPT = PRELUDE + textwrap.dedent(
     """
-    import json, os, sys, time
-    import torch
-    import triton
-    import triton.language as tl
-    from triton_npu import NPUDriver
-
-    @triton.jit
-    def add_kernel(x_ptr, y_ptr, out_ptr, n: tl.constexpr, BLOCK: tl.constexpr):
-        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        m = offs < n
-        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
-
-    runtime = sys.argv[1]
-    triton.runtime.driver.set_active(NPUDriver(runtime))
-    N = 4096
-    x, y = torch.randn(N), torch.randn(N)
-
-    def launch():
-        out = torch.empty(N)
-        add_kernel[(N // 1024,)](x, y, out, N, BLOCK=1024)
-        torch.testing.assert_close(out, x + y)
-
-    def report(**facts):
-        print("REPORT " + json.dumps(facts), flush=True)
-
     launch()  # built, loaded and run once: the next launch only waits on the device
     if runtime == "xrt":
         os.environ["NPU_HARNESS_FAULT"] = "hang"  # the stand-in's runs never complete
