@@ -43,7 +43,18 @@ pub fn prepared(
     if let Some(found) = table().as_mut().and_then(|m| m.get(&key)) {
         return Ok(found);
     }
-    let prepared = Arc::new(prepare(config, host, req)?);
+    let prepared = match prepare(config, host, req) {
+        // The device is full (device heap, hardware contexts): let the older half of the
+        // table go and try once more.
+        Err(DriverError::Runtime(e))
+            if e.kind() == npu_runtime::ErrorKind::HardwareContextExhausted && len() > 0 =>
+        {
+            release_oldest(len().div_ceil(2));
+            prepare(config, host, req)?
+        }
+        other => other?,
+    };
+    let prepared = Arc::new(prepared);
     if prepared.loaded.is_none() {
         return Ok(prepared);
     }
@@ -57,6 +68,20 @@ pub fn prepared(
         runtime.release(program);
     }
     Ok(kept)
+}
+
+/// Lets the `count` least recently used kernels go, releasing their programs.
+fn release_oldest(count: usize) {
+    let evicted: Vec<Arc<Prepared>> = {
+        let mut table = table();
+        let Some(lru) = table.as_mut() else { return };
+        (0..count).filter_map(|_| lru.pop_oldest()).collect()
+    };
+    for prepared in evicted {
+        if let Some((program, runtime)) = &prepared.loaded {
+            runtime.release(program);
+        }
+    }
 }
 
 /// The number of prepared kernels the table holds now.
@@ -118,6 +143,16 @@ impl<K: Eq + Hash + Clone, V: Clone + Recency> Lru<K, V> {
         Some(value.clone())
     }
 
+    /// Removes and returns the least recently used entry.
+    fn pop_oldest(&mut self) -> Option<V> {
+        let oldest = self
+            .entries
+            .iter()
+            .min_by_key(|(_, v)| v.last_used())
+            .map(|(k, _)| k.clone())?;
+        self.entries.remove(&oldest)
+    }
+
     /// Keeps `value` under `key` unless a value is there already (a racing insert wins), and
     /// returns the value kept and the entry dropped to make room, if one was.
     fn insert(&mut self, key: K, value: V) -> (V, Option<V>) {
@@ -125,12 +160,7 @@ impl<K: Eq + Hash + Clone, V: Clone + Recency> Lru<K, V> {
             return (kept, None);
         }
         let evicted = if self.entries.len() >= self.cap {
-            let oldest = self
-                .entries
-                .iter()
-                .min_by_key(|(_, v)| v.last_used())
-                .map(|(k, _)| k.clone());
-            oldest.and_then(|k| self.entries.remove(&k))
+            self.pop_oldest()
         } else {
             None
         };

@@ -896,3 +896,31 @@ fn doctor_and_target_probe_report_the_agent() {
     let detected = npu_target::target::detect(&config, &[&probe]).unwrap();
     assert_eq!(detected.target, npu_target::NpuVersion::Npu2);
 }
+
+#[test]
+fn a_full_device_heap_is_a_resource_error_and_releasing_programs_frees_it() {
+    let prefix = Prefix::new();
+    let rt = prefix.runtime();
+    // Each program holds a 40 MiB device-heap variable: two do not fit in the 64 MiB heap.
+    let load = |n: usize| {
+        rt.load(&Artifact::Hsaco {
+            bytes: pdi_insts_hsaco("aie2p", &[("vadd", &add_f32(n), 1)]).into(),
+            kernel_name: "vadd".into(),
+            variables: vec![("big".into(), 40 << 20)],
+        })
+    };
+    let first = load(4).unwrap();
+    check_vadd(&rt, &first, 4);
+    let err = load(5).unwrap_err();
+    assert_eq!(
+        err.kind(),
+        npu_runtime::ErrorKind::HardwareContextExhausted,
+        "{err}"
+    );
+    assert!(err.to_string().contains("device heap"), "{err}");
+    // Once no handle holds the first program, its heap is free and the second loads.
+    rt.release(&first);
+    drop(first);
+    let second = load(5).unwrap();
+    check_vadd(&rt, &second, 5);
+}
