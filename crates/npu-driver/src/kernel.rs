@@ -2,6 +2,7 @@
 //! [`Pipeline`]), then load.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use npu_cache::{Inputs, KERNEL_NAME_INPUT};
 use npu_mlir::KernelIo;
@@ -41,11 +42,24 @@ pub struct Prepared {
     pub io: KernelIo,
     /// `None` under compile-only.
     pub loaded: Option<(Program, &'static dyn Runtime)>,
+    /// When the kernel was last found or dispatched ([`crate::memo`]'s clock), so that the
+    /// table of prepared kernels drops the least recently used one.
+    last_used: AtomicU64,
 }
 
 impl Prepared {
     pub fn cache_dir(&self) -> &Path {
         &self.cache_dir
+    }
+
+    /// The clock's value at the kernel's last use.
+    pub fn last_used(&self) -> u64 {
+        self.last_used.load(Ordering::Relaxed)
+    }
+
+    /// Records a use now.
+    pub fn touch(&self) {
+        self.last_used.store(crate::memo::tick(), Ordering::Relaxed);
     }
 }
 
@@ -101,6 +115,7 @@ pub fn prepare(config: &Config, host: &Host, req: &KernelRequest) -> Result<Prep
         runtime_kind: config.runtime,
         io: kernel.io,
         loaded,
+        last_used: AtomicU64::new(crate::memo::tick()),
     })
 }
 
@@ -116,6 +131,7 @@ impl Prepared {
         let Some((program, runtime)) = &self.loaded else {
             return Err(DriverError::CompileOnly);
         };
+        self.touch();
         let options = npu_runtime::DispatchOptions {
             writeback: Some(&self.io.written),
             timeout,

@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use npu_driver::{Host, KernelRequest, Prepared};
 use npu_runtime::HostArg;
@@ -67,7 +67,10 @@ pub struct Launcher {
     actual_sizes: Option<[u64; 3]>,
     host: Host,
     /// Kernels loaded per grid; a list because a kernel rarely sees more than a few grids.
-    loaded: Mutex<Vec<([u32; 3], Arc<Prepared>)>>,
+    /// Weak: the driver's bounded table of prepared kernels owns them, so a process with
+    /// thousands of launchers keeps only that table's kernels loaded; a kernel the table let
+    /// go is prepared again (from the cache) at its next launch.
+    loaded: Mutex<Vec<([u32; 3], Weak<Prepared>)>>,
     /// `(configuration generation, compile_only)` as last read: compile-only is honoured at
     /// every launch, re-reading the configuration only after it changed.
     compile_only: Mutex<(u64, bool)>,
@@ -298,25 +301,29 @@ impl Launcher {
         grid: [u32; 3],
         function: &Bound<'_, PyAny>,
     ) -> PyResult<Arc<Prepared>> {
-        {
-            let table = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Some((_, p)) = table.iter().find(|(g, _)| *g == grid) {
-                return Ok(p.clone());
-            }
+        if let Some(p) = self.held(grid) {
+            return Ok(p);
         }
         let prepared = self.prepare(py, grid, function, true)?;
         if prepared.loaded.is_none() {
             return Ok(prepared);
         }
         let mut table = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((_, p)) = table.iter().find(|(g, _)| *g == grid) {
-            return Ok(p.clone());
-        }
+        table.retain(|(g, p)| *g != grid && p.strong_count() > 0);
         if table.len() >= MAX_GRIDS_PER_LAUNCHER {
             table.remove(0);
         }
-        table.push((grid, prepared.clone()));
+        table.push((grid, Arc::downgrade(&prepared)));
         Ok(prepared)
+    }
+
+    /// The kernel this launcher holds for `grid`, if the driver still has it loaded.
+    fn held(&self, grid: [u32; 3]) -> Option<Arc<Prepared>> {
+        let table = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
+        table
+            .iter()
+            .find(|(g, _)| *g == grid)
+            .and_then(|(_, p)| p.upgrade())
     }
 
     /// Maps the kernel arguments to host buffers (pointer parameters, in order), checking

@@ -89,6 +89,18 @@ impl Job<'_> {
     }
 
     /// A failed step, with the call and the source named.
+    /// The device heap (64 MiB, one per driver) cannot take `what`: a resource error, so that
+    /// the caller may let loaded programs go and load again.
+    fn heap_full(&self, what: &str, text: &str) -> RuntimeError {
+        RuntimeError::HardwareContext {
+            kernel: self.kernel.to_owned(),
+            reason: format!(
+                "the device heap cannot hold {what} of {} (ROCr: {text}); release loaded kernels",
+                self.what
+            ),
+        }
+    }
+
     fn failed(&self, e: HsaError) -> RuntimeError {
         self.refuse(format!("{} on {} failed: {}", e.call, self.what, e.text))
     }
@@ -190,7 +202,13 @@ fn define_variables(
                 v.name
             ))
         })?;
-        let memory = PoolAllocation::new(&session.hsa, dev_heap, size)?;
+        let memory = PoolAllocation::new(&session.hsa, dev_heap, size).map_err(|e| {
+            if e.status == HsaStatus::OutOfResources {
+                job.heap_full(&format!("variable {:?} ({size} bytes)", v.name), &e.text)
+            } else {
+                e.into()
+            }
+        })?;
         executable
             .define_variable(session.agent, &c_name, memory)
             .map_err(|e| {
@@ -228,6 +246,7 @@ fn load_code(
             "{what} relocates against an external variable that was not defined ({text}); pass \
              each variable the kernel needs (e.g. scratch-pad-ctrl) with its size"
         ),
+        HsaStatus::OutOfResources => return Err(job.heap_full("the code", text)),
         _ => return Err(job.failed(e)),
     };
     Err(job.refuse(reason))

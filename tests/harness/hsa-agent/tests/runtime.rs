@@ -896,3 +896,78 @@ fn doctor_and_target_probe_report_the_agent() {
     let detected = npu_target::target::detect(&config, &[&probe]).unwrap();
     assert_eq!(detected.target, npu_target::NpuVersion::Npu2);
 }
+
+#[test]
+fn a_full_device_heap_is_a_resource_error_and_releasing_programs_frees_it() {
+    let prefix = Prefix::new();
+    let rt = prefix.runtime();
+    // Each program holds a 40 MiB device-heap variable: two do not fit in the 64 MiB heap.
+    let load = |n: usize| {
+        rt.load(&Artifact::Hsaco {
+            bytes: pdi_insts_hsaco("aie2p", &[("vadd", &add_f32(n), 1)]).into(),
+            kernel_name: "vadd".into(),
+            variables: vec![("big".into(), 40 << 20)],
+        })
+    };
+    let first = load(4).unwrap();
+    check_vadd(&rt, &first, 4);
+    let err = load(5).unwrap_err();
+    assert_eq!(
+        err.kind(),
+        npu_runtime::ErrorKind::HardwareContextExhausted,
+        "{err}"
+    );
+    assert!(err.to_string().contains("device heap"), "{err}");
+    // Once no handle holds the first program, its heap is free and the second loads.
+    rt.release(&first);
+    drop(first);
+    let second = load(5).unwrap();
+    check_vadd(&rt, &second, 5);
+}
+
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())
+}
+
+#[test]
+fn two_thousand_distinct_kernels_load_and_run_with_bounded_fds_and_heap() {
+    let prefix = Prefix::new();
+    let rt = prefix.runtime();
+    // Each kernel holds a 1 MiB device-heap variable: all 2,000 would need 2,000 MiB of a
+    // 64 MiB heap. Like the driver's table, at most `KEEP` are held; the oldest is released.
+    const KEEP: usize = 32;
+    let fds_before = open_fds();
+    let heap_before = prefix.stats().dev_heap_bytes;
+    let mut held = std::collections::VecDeque::new();
+    let mut heap_peak = heap_before;
+    for i in 0..2_000usize {
+        let n = 1 + i % 64;
+        let mut hsaco = pdi_insts_hsaco("aie2p", &[("vadd", &add_f32(n), 1)]);
+        // Distinct bytes (a trailing tag): a distinct program for the runtime's cache.
+        hsaco.extend_from_slice(&(i as u32).to_le_bytes());
+        let program = rt
+            .load(&Artifact::Hsaco {
+                bytes: hsaco.into(),
+                kernel_name: "vadd".into(),
+                variables: vec![("big".into(), 1 << 20)],
+            })
+            .unwrap_or_else(|e| panic!("kernel {i}: {e}"));
+        check_vadd(&rt, &program, n);
+        heap_peak = heap_peak.max(prefix.stats().dev_heap_bytes);
+        held.push_back(program);
+        if held.len() > KEEP
+            && let Some(old) = held.pop_front()
+        {
+            rt.release(&old);
+        }
+    }
+    let (fds_after, heap_after) = (open_fds(), prefix.stats().dev_heap_bytes);
+    println!(
+        "2000 kernels (hsa): fds {fds_before} -> {fds_after}, device heap {heap_before} -> \
+         {heap_after} bytes, peak {heap_peak}"
+    );
+    assert!(fds_after <= fds_before + 4, "{fds_before} -> {fds_after}");
+    assert!(heap_peak <= 64 << 20);
+    assert!(heap_after <= heap_before + (KEEP as u64 + 1) * (2 << 20));
+    assert_eq!(prefix.stats().breaches, 0);
+}

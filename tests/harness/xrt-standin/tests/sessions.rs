@@ -293,3 +293,44 @@ fn more_programs_than_an_npu1_has_contexts_still_run() {
         assert!(stats().contexts_alive <= 6);
     }
 }
+
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())
+}
+
+#[test]
+fn two_thousand_distinct_kernels_load_and_run_with_bounded_fds_and_contexts() {
+    // Like the driver's table of prepared kernels, at most `KEEP` programs are held; the
+    // oldest is released. Each program is its own xclbin and instruction stream.
+    const KEEP: usize = 32;
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let rt = open(&[]);
+    let fds_before = open_fds();
+    let before = stats();
+    let mut peak_contexts = before.contexts_alive;
+    let mut held = std::collections::VecDeque::new();
+    for i in 0..2_000usize {
+        let (text, f) = PROGRAMS[i % PROGRAMS.len()];
+        let program = rt
+            .load(&npu1_artifact(&dir.path().join(i.to_string()), &text(1)))
+            .unwrap_or_else(|e| panic!("kernel {i}: {e}"));
+        check(&rt, &program, f);
+        peak_contexts = peak_contexts.max(stats().contexts_alive);
+        held.push_back(program);
+        if held.len() > KEEP
+            && let Some(old) = held.pop_front()
+        {
+            rt.release(&old);
+        }
+    }
+    let (fds_after, after) = (open_fds(), stats());
+    println!(
+        "2000 kernels (xrt): fds {fds_before} -> {fds_after}, hardware contexts {} -> {}, \
+         peak {peak_contexts}, buffer objects {} -> {}",
+        before.contexts_alive, after.contexts_alive, before.bos_alive, after.bos_alive
+    );
+    assert!(after.bos_alive <= before.bos_alive + 4 * (KEEP as u64 + 1));
+    assert!(fds_after <= fds_before + 4, "{fds_before} -> {fds_after}");
+    assert!(peak_contexts <= 16, "{peak_contexts}");
+}
