@@ -412,12 +412,23 @@ impl Instance<'_> {
         let prep = |x: f64| if emulate { DType::Bf16.round(x) } else { x };
         let a: Vec<f64> = a.iter().map(|x| prep(*x)).collect();
         let b: Vec<f64> = b.iter().map(|x| prep(*x)).collect();
+        // An f64 product of two inputs of at most 24 significant bits (f32, bf16, f16, and
+        // integers of at most 16 bits) is exact, so `x * y + s` rounds once, exactly as
+        // `mul_add` does, without the software fma `mul_add` costs on x86-64 (about half the
+        // time of a 256×256×256 dot).
+        let exact_products = (input.size() <= 4 && input.is_float()) || input.size() <= 2;
         let mut c = acc.to_vec();
         for i in 0..m {
             for j in 0..n {
                 let mut s = c[i * n + j];
-                for kk in 0..k {
-                    s = out.round(a[i * k + kk].mul_add(b[kk * n + j], s));
+                if exact_products {
+                    for kk in 0..k {
+                        s = out.round(a[i * k + kk] * b[kk * n + j] + s);
+                    }
+                } else {
+                    for kk in 0..k {
+                        s = out.round(a[i * k + kk].mul_add(b[kk * n + j], s));
+                    }
                 }
                 c[i * n + j] = s;
             }
