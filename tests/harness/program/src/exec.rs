@@ -418,6 +418,33 @@ impl Instance<'_> {
         // time of a 256×256×256 dot).
         let exact_products = (input.size() <= 4 && input.is_float()) || input.size() <= 2;
         let mut c = acc.to_vec();
+        if exact_products && out == DType::F32 {
+            // Row by row with k outside j: each c[i][j] still takes its products in k order
+            // with one rounding each, but the j lanes are independent, so this vectorises.
+            for (crow, arow) in c.chunks_exact_mut(n).zip(a.chunks_exact(k)).take(m) {
+                for (x, brow) in arow.iter().zip(b.chunks_exact(n)) {
+                    for (s, y) in crow.iter_mut().zip(brow) {
+                        *s = f64::from((x * y + *s) as f32);
+                    }
+                }
+            }
+            return c;
+        }
+        if exact_products && out == DType::I32 && !input.is_float() {
+            // The same order for integers of at most 16 bits into i32: a product fits i32 and
+            // wrapping i32 addition is the rounding to i32 of each step.
+            let a: Vec<i32> = a.iter().map(|x| *x as i32).collect();
+            let b: Vec<i32> = b.iter().map(|x| *x as i32).collect();
+            let mut ci: Vec<i32> = c.iter().map(|x| *x as i32).collect();
+            for (crow, arow) in ci.chunks_exact_mut(n).zip(a.chunks_exact(k)).take(m) {
+                for (x, brow) in arow.iter().zip(b.chunks_exact(n)) {
+                    for (s, y) in crow.iter_mut().zip(brow) {
+                        *s = s.wrapping_add(x * y);
+                    }
+                }
+            }
+            return ci.into_iter().map(f64::from).collect();
+        }
         for i in 0..m {
             for j in 0..n {
                 let mut s = c[i * n + j];

@@ -463,3 +463,19 @@ fn dot_of_unequal_sizes_sums_each_element_in_k_order() {
     // Row 0, column 0: 1e8 + 1 rounds to 1e8, then - 1e8 gives 0 (exactly, 1).
     assert_eq!(want[0], 0.0);
 }
+
+#[test]
+fn dot_of_i16_wraps_its_i32_sums() {
+    // (-32768)² + (-32768)² = 2^31, which wraps to -2^31 in the i32 accumulator.
+    let p = dot_program("i16", "i32", false);
+    let i16s = |v: &[i16]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let mut a = i16s(&[-32768, -32768, 1, 2]);
+    let mut b = i16s(&[-32768, 3, -32768, 4]);
+    let mut c = vec![0u8; 16];
+    p.execute(&mut [&mut a, &mut b, &mut c]).unwrap();
+    let got: Vec<i32> = c
+        .chunks(4)
+        .map(|w| i32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+        .collect();
+    assert_eq!(got, [i32::MIN, -32768 * 7, -32768 * 3, 11]);
+}
