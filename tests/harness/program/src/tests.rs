@@ -36,6 +36,12 @@ fn read_f32s(b: &[u8]) -> Vec<f32> {
         .collect()
 }
 
+fn read_i32s(b: &[u8]) -> Vec<i32> {
+    b.chunks(4)
+        .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
 fn bf16s(v: &[f32]) -> Vec<u8> {
     v.iter()
         .flat_map(|x| f32_to_bf16(*x).to_le_bytes())
@@ -241,11 +247,7 @@ fn dot_accumulates_as_the_device_does() {
     let mut b = vec![100u8, 3, 100, 4];
     let mut c = vec![0u8; 16];
     p.execute(&mut [&mut a, &mut b, &mut c]).unwrap();
-    let got: Vec<i32> = c
-        .chunks(4)
-        .map(|w| i32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-        .collect();
-    assert_eq!(got, [20000, 700, 300, 11]);
+    assert_eq!(read_i32s(&c), [20000, 700, 300, 11]);
 
     // f32 inputs: exact without emulation; with --bf16-emulation the inputs are rounded to
     // bf16 first (1 + 2^-10 becomes 1).
@@ -473,9 +475,5 @@ fn dot_of_i16_wraps_its_i32_sums() {
     let mut b = i16s(&[-32768, 3, -32768, 4]);
     let mut c = vec![0u8; 16];
     p.execute(&mut [&mut a, &mut b, &mut c]).unwrap();
-    let got: Vec<i32> = c
-        .chunks(4)
-        .map(|w| i32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-        .collect();
-    assert_eq!(got, [i32::MIN, -32768 * 7, -32768 * 3, 11]);
+    assert_eq!(read_i32s(&c), [i32::MIN, -32768 * 7, -32768 * 3, 11]);
 }
