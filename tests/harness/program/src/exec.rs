@@ -412,12 +412,50 @@ impl Instance<'_> {
         let prep = |x: f64| if emulate { DType::Bf16.round(x) } else { x };
         let a: Vec<f64> = a.iter().map(|x| prep(*x)).collect();
         let b: Vec<f64> = b.iter().map(|x| prep(*x)).collect();
+        // An f64 product of two inputs of at most 24 significant bits (f32, bf16, f16, and
+        // integers of at most 16 bits) is exact, so `x * y + s` rounds once, exactly as
+        // `mul_add` does, without the software fma `mul_add` costs on x86-64 (about half the
+        // time of a 256×256×256 dot).
+        let exact_products = (input.size() <= 4 && input.is_float()) || input.size() <= 2;
         let mut c = acc.to_vec();
+        if exact_products && out == DType::F32 {
+            // Row by row with k outside j: each c[i][j] still takes its products in k order
+            // with one rounding each, but the j lanes are independent, so this vectorises.
+            for (crow, arow) in c.chunks_exact_mut(n).zip(a.chunks_exact(k)).take(m) {
+                for (x, brow) in arow.iter().zip(b.chunks_exact(n)) {
+                    for (s, y) in crow.iter_mut().zip(brow) {
+                        *s = f64::from((x * y + *s) as f32);
+                    }
+                }
+            }
+            return c;
+        }
+        if exact_products && out == DType::I32 && !input.is_float() {
+            // The same order for integers of at most 16 bits into i32: a product fits i32 and
+            // wrapping i32 addition is the rounding to i32 of each step.
+            let a: Vec<i32> = a.iter().map(|x| *x as i32).collect();
+            let b: Vec<i32> = b.iter().map(|x| *x as i32).collect();
+            let mut ci: Vec<i32> = c.iter().map(|x| *x as i32).collect();
+            for (crow, arow) in ci.chunks_exact_mut(n).zip(a.chunks_exact(k)).take(m) {
+                for (x, brow) in arow.iter().zip(b.chunks_exact(n)) {
+                    for (s, y) in crow.iter_mut().zip(brow) {
+                        *s = s.wrapping_add(x * y);
+                    }
+                }
+            }
+            return ci.into_iter().map(f64::from).collect();
+        }
         for i in 0..m {
             for j in 0..n {
                 let mut s = c[i * n + j];
-                for kk in 0..k {
-                    s = out.round(a[i * k + kk].mul_add(b[kk * n + j], s));
+                if exact_products {
+                    for kk in 0..k {
+                        s = out.round(a[i * k + kk] * b[kk * n + j] + s);
+                    }
+                } else {
+                    for kk in 0..k {
+                        s = out.round(a[i * k + kk].mul_add(b[kk * n + j], s));
+                    }
                 }
                 c[i * n + j] = s;
             }

@@ -36,6 +36,12 @@ fn read_f32s(b: &[u8]) -> Vec<f32> {
         .collect()
 }
 
+fn read_i32s(b: &[u8]) -> Vec<i32> {
+    b.chunks(4)
+        .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
 fn bf16s(v: &[f32]) -> Vec<u8> {
     v.iter()
         .flat_map(|x| f32_to_bf16(*x).to_le_bytes())
@@ -241,11 +247,7 @@ fn dot_accumulates_as_the_device_does() {
     let mut b = vec![100u8, 3, 100, 4];
     let mut c = vec![0u8; 16];
     p.execute(&mut [&mut a, &mut b, &mut c]).unwrap();
-    let got: Vec<i32> = c
-        .chunks(4)
-        .map(|w| i32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-        .collect();
-    assert_eq!(got, [20000, 700, 300, 11]);
+    assert_eq!(read_i32s(&c), [20000, 700, 300, 11]);
 
     // f32 inputs: exact without emulation; with --bf16-emulation the inputs are rounded to
     // bf16 first (1 + 2^-10 becomes 1).
@@ -410,4 +412,68 @@ store %0 %3
     let mut a = 7i32.to_le_bytes().to_vec();
     let e = p.execute(&mut [&mut a]).unwrap_err().to_string();
     assert!(e.contains("division by zero"), "{e}");
+}
+
+/// `c = a·b` for an `m×k` by `k×n` dot of f32 inputs with an f32 accumulator.
+fn rect_dot_program(m: u32, k: u32, n: u32) -> Program {
+    let text = format!(
+        "args 3\n%0 = ptr arg0 f32\n%1 = ptr arg1 f32\n%2 = ptr arg2 f32\n\
+         %3 = range 0 {m}\n%4 = range 0 {k}\n%5 = range 0 {n}\n\
+         %6 = expand_dims %3 1\n%7 = const i32 [{m},1] {k}\n%8 = muli %6 %7\n\
+         %9 = broadcast %8 [{m},{k}]\n%10 = expand_dims %4 0\n%11 = broadcast %10 [{m},{k}]\n\
+         %12 = addi %9 %11\n%13 = splat %0 [{m},{k}]\n%14 = addptr %13 %12\n%15 = load %14\n\
+         %16 = expand_dims %4 1\n%17 = const i32 [{k},1] {n}\n%18 = muli %16 %17\n\
+         %19 = broadcast %18 [{k},{n}]\n%20 = expand_dims %5 0\n%21 = broadcast %20 [{k},{n}]\n\
+         %22 = addi %19 %21\n%23 = splat %1 [{k},{n}]\n%24 = addptr %23 %22\n%25 = load %24\n\
+         %26 = const f32 [{m},{n}] 0.0\n%27 = dot %15 %25 %26\n\
+         %28 = expand_dims %3 1\n%29 = const i32 [{m},1] {n}\n%30 = muli %28 %29\n\
+         %31 = broadcast %30 [{m},{n}]\n%32 = broadcast %20 [{m},{n}]\n%33 = addi %31 %32\n\
+         %34 = splat %2 [{m},{n}]\n%35 = addptr %34 %33\nstore %35 %27\n"
+    );
+    Program::parse_text(&text).unwrap()
+}
+
+#[test]
+fn dot_of_unequal_sizes_sums_each_element_in_k_order() {
+    // 3×5 by 5×2: every c[i][j] is Σ_k a[i][k]·b[k][j], rounded to f32 after each product
+    // in k order (1e8 + 1 - 1e8 loses the 1 in f32 only in that order).
+    let (m, k, n) = (3usize, 5usize, 2usize);
+    let av: Vec<f32> = (0..m * k).map(|x| x as f32 - 4.0).collect();
+    let mut bv: Vec<f32> = (0..k * n).map(|x| (x % 3) as f32 * 0.5).collect();
+    let mut av2 = av.clone();
+    av2[0] = 1e8;
+    av2[1] = 1.0;
+    av2[2] = -1e8;
+    bv[0] = 1.0;
+    bv[2] = 1.0;
+    bv[4] = 1.0;
+    let mut want = vec![0f32; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            let mut s = 0f32;
+            for kk in 0..k {
+                s = (f64::from(av2[i * k + kk]).mul_add(f64::from(bv[kk * n + j]), f64::from(s)))
+                    as f32;
+            }
+            want[i * n + j] = s;
+        }
+    }
+    let p = rect_dot_program(m as u32, k as u32, n as u32);
+    let (mut a, mut b, mut c) = (f32s(&av2), f32s(&bv), f32s(&vec![0.0; m * n]));
+    p.execute(&mut [&mut a, &mut b, &mut c]).unwrap();
+    assert_eq!(read_f32s(&c), want);
+    // Row 0, column 0: 1e8 + 1 rounds to 1e8, then - 1e8 gives 0 (exactly, 1).
+    assert_eq!(want[0], 0.0);
+}
+
+#[test]
+fn dot_of_i16_wraps_its_i32_sums() {
+    // (-32768)² + (-32768)² = 2^31, which wraps to -2^31 in the i32 accumulator.
+    let p = dot_program("i16", "i32", false);
+    let i16s = |v: &[i16]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let mut a = i16s(&[-32768, -32768, 1, 2]);
+    let mut b = i16s(&[-32768, 3, -32768, 4]);
+    let mut c = vec![0u8; 16];
+    p.execute(&mut [&mut a, &mut b, &mut c]).unwrap();
+    assert_eq!(read_i32s(&c), [i32::MIN, -32768 * 7, -32768 * 3, 11]);
 }
