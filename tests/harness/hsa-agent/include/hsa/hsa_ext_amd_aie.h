@@ -2,7 +2,7 @@
  *
  * ROCr discovery accepts a prefix only if it carries include/hsa/hsa_ext_amd_aie.h next to
  * libhsa-runtime64, as upstream's driver does; install.sh puts this file there. The layout is
- * the kernel-object packet documented in ../shared/reference/runtime-apis.md A.2.2 (the one
+ * the kernel-object packet documented in docs/reference/runtime-apis.md A.2.2 (the one
  * crates/hsa-sys/src/aie.rs declares); nothing includes this file. */
 #ifndef NPU_HARNESS_HSA_EXT_AMD_AIE_H
 #define NPU_HARNESS_HSA_EXT_AMD_AIE_H
