@@ -115,9 +115,9 @@ SCRIPT = HEADER + textwrap.dedent(
 )
 
 
-def run(runtime: str, tmp_path: Path) -> dict:
-    script = tmp_path / "inputs.py"  # Triton reads a @jit function's source: a file
-    script.write_text(SCRIPT)
+def run(runtime: str, tmp_path: Path, source: str = SCRIPT, name: str = "inputs.py") -> dict:
+    script = tmp_path / name  # Triton reads a @jit function's source: a file
+    script.write_text(source)
     proc = subprocess.run(
         [sys.executable, str(script), runtime, str(tmp_path / "mapped.bin")],
         capture_output=True,
@@ -187,19 +187,7 @@ CHAIN = HEADER + textwrap.dedent(
 
 @pytest.mark.parametrize("runtime", ["hsa", "xrt"])
 def test_a_chain_output_in_read_only_memory_is_refused(runtime: str, tmp_path: Path):
-    script = tmp_path / "chain.py"
-    script.write_text(CHAIN)
-    proc = subprocess.run(
-        [sys.executable, str(script), runtime, str(tmp_path / "mapped.bin")],
-        capture_output=True,
-        text=True,
-        env=harness_env(tmp_path),
-        timeout=600,
-    )
-    assert proc.returncode == 0, (
-        f"the process died (status {proc.returncode})\nstderr:\n{proc.stderr[-4000:]}"
-    )
-    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    r = run(runtime, tmp_path, CHAIN, "chain.py")
     bad = r["bound_read_only"]
     assert bad["error"] == "NPUInputError", r
     assert "argument 3" in bad["message"] and "mapped read-only" in bad["message"], r
