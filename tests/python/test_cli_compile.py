@@ -36,6 +36,8 @@ def linalg_of(env: dict, out: Path) -> Path:
         ("hsa", {"NPU_HARNESS_AGENT": "aie2p"}, "npu2", {"elf", "hsaco"}),
         ("xrt", {"NPU_HARNESS_XRT_DEVICE": "NPU Phoenix"}, "npu1", {"xclbin", "insts"}),
         ("xrt", {"NPU_HARNESS_XRT_DEVICE": "NPU Strix"}, "npu2", {"elf"}),
+        # amdxdna's name for the newest npu4-family revisions (upstream's table lacks it).
+        ("xrt", {"NPU_HARNESS_XRT_DEVICE": "NPU Gorgon Point 1"}, "npu2", {"elf"}),
     ],
 )
 def test_compile_detects_the_target_as_a_launch_does(

@@ -283,14 +283,24 @@ def _device_facts(env: dict, runtime: str) -> dict:
 @pytest.mark.parametrize(
     "runtime,extra,version,name,columns",
     [
-        ("hsa", {}, "npu2", "aie2p", True),
-        ("hsa", {"NPU_HARNESS_AGENT": "aie2"}, "npu1", "aie2", True),
-        ("xrt", {}, "npu2", "NPU Strix", False),
-        ("xrt", {"NPU_HARNESS_XRT_DEVICE": "NPU Phoenix"}, "npu1", "NPU Phoenix", False),
+        # The columns are the agent's HSA_AMD_AGENT_INFO_COMPUTE_UNIT_COUNT, not a table of ours.
+        ("hsa", {}, "npu2", "aie2p", 8),
+        ("hsa", {"NPU_HARNESS_AGENT": "aie2"}, "npu1", "aie2", 4),
+        ("hsa", {"NPU_HARNESS_AGENT": "aie2p", "NPU_HARNESS_COLUMNS": "6"}, "npu2", "aie2p", 6),
+        # XRT's public API reports no column count.
+        ("xrt", {}, "npu2", "NPU Strix", None),
+        ("xrt", {"NPU_HARNESS_XRT_DEVICE": "NPU Phoenix"}, "npu1", "NPU Phoenix", None),
+        (
+            "xrt",
+            {"NPU_HARNESS_XRT_DEVICE": "NPU Gorgon Point 2"},
+            "npu2",
+            "NPU Gorgon Point 2",
+            None,
+        ),
     ],
 )
 def test_detect_npu_version_and_device_info(
-    runtime: str, extra: dict, version: str, name: str, columns: bool, tmp_path: Path
+    runtime: str, extra: dict, version: str, name: str, columns: int | None, tmp_path: Path
 ):
     result = _device_facts(harness_env(tmp_path, **extra), runtime)
     assert result["version"] == version
@@ -298,7 +308,7 @@ def test_detect_npu_version_and_device_info(
     assert info["name"] == name and info["target"] == version and info["runtime"] == runtime
     assert info["arch"] == {"npu1": "aie2", "npu2": "aie2p"}[version]
     assert "bdf" in info
-    assert (isinstance(info["columns"], int) and info["columns"] > 0) == columns
+    assert info["columns"] == columns
 
 
 def test_no_device_is_an_empty_list_and_a_clear_error(tmp_path: Path):

@@ -30,7 +30,7 @@ pub struct CompileArgs {
     /// The launch grid: X[,Y[,Z]] (missing sizes are 1).
     #[arg(long, value_name = "X,Y,Z", value_parser = parse_grid)]
     pub grid: [u32; 3],
-    /// npu1 (AIE2: Phoenix, Hawk Point) or npu2 (AIE2P: Strix, Strix Halo, Krackan)
+    /// npu1 (AIE2: Phoenix, Hawk Point) or npu2 (AIE2P: Strix, Strix Halo, Krackan, Gorgon Point)
     /// [default: AMD_TRITON_NPU_TARGET, else the detected device].
     #[arg(long, value_name = "npu1|npu2", value_parser = parse_target)]
     pub target: Option<NpuVersion>,

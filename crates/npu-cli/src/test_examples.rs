@@ -115,7 +115,7 @@ pub struct TestExamplesArgs {
 pub enum Device {
     /// npu1 (Phoenix, Hawk Point).
     Aie2,
-    /// npu2 (Strix, Strix Halo, Krackan).
+    /// npu2 (Strix, Strix Halo, Krackan, Gorgon Point).
     Aie2p,
 }
 

@@ -8,7 +8,7 @@ use std::str::FromStr;
 pub enum Arch {
     /// AIE2 (npu1: Phoenix, Hawk Point).
     Aie2,
-    /// AIE2P (npu2 and later: Strix, Strix Halo, Krackan).
+    /// AIE2P (npu2 and later: Strix, Strix Halo, Krackan, Gorgon Point).
     Aie2p,
 }
 

@@ -82,14 +82,14 @@ pub struct Observation {
 pub enum TargetError {
     #[error(
         "no NPU device found, and no target was given. Set AMD_TRITON_NPU_TARGET=npu1 (Phoenix, \
-         Hawk Point) or npu2 (Strix, Strix Halo, Krackan) to compile without a device. \
+         Hawk Point) or npu2 (Strix, Strix Halo, Krackan, Gorgon Point) to compile without a device. \
          What each probe saw:{}",
         list(.observations)
     )]
     NotFound { observations: Vec<Observation> },
     #[error(
         "unsupported NPU device {device:?} reported by {probe}; known devices: npu1 = Phoenix \
-         (npu1), npu2 = Strix, Strix Halo, Krackan (npu4, npu5, npu6). The target is not guessed, \
+         (npu1), npu2 = Strix, Strix Halo, Krackan, Gorgon Point (npu4, npu5, npu6). The target is not guessed, \
          because a wrong guess wedges the device; set AMD_TRITON_NPU_TARGET if you know it. \
          What each probe saw:{}",
         list(.observations)

@@ -13,17 +13,30 @@ use crate::error::{Observation, TargetError};
 pub enum NpuVersion {
     /// AIE2: Phoenix, Hawk Point.
     Npu1,
-    /// AIE2P: Strix, Strix Halo, Krackan.
+    /// AIE2P: Strix, Strix Halo, Krackan, Gorgon Point.
     Npu2,
 }
 
-/// Upstream's model table: a device name containing any of these words (any case) is that
-/// generation. Order matters only for names that match nothing else.
+/// Upstream's model table plus Gorgon Point: a device name containing any of these words (any
+/// case) is that generation. Upstream's table (driver.py `NPU_MODELS`, mirrored from mlir-aie)
+/// stops at Krackan; amdxdna names the npu4 family's newer revisions "NPU Gorgon Point 1/2/3"
+/// (xdna-driver `src/driver/amdxdna/npu4_regs.c`, `npu4_rev_vbnv_tbl`), the same AIE2P array as
+/// Strix, so a Gorgon Point laptop is npu2 here where upstream reports an unknown device.
+/// A word that ends in a digit matches only where no digit follows: `RyzenAI-npu10` (an AIE4
+/// device, `npu10_regs.c`) is not npu1.
 pub const NPU_MODELS: [(NpuVersion, &[&str]); 2] = [
     (NpuVersion::Npu1, &["npu1", "Phoenix"]),
     (
         NpuVersion::Npu2,
-        &["npu4", "Strix", "npu5", "Strix Halo", "npu6", "Krackan"],
+        &[
+            "npu4",
+            "Strix",
+            "npu5",
+            "Strix Halo",
+            "npu6",
+            "Krackan",
+            "Gorgon",
+        ],
     ),
 ];
 
@@ -66,10 +79,19 @@ impl NpuVersion {
         NPU_MODELS.iter().find_map(|(version, words)| {
             words
                 .iter()
-                .any(|w| lower.contains(&w.to_ascii_lowercase()))
+                .any(|w| names_model(&lower, &w.to_ascii_lowercase()))
                 .then_some(*version)
         })
     }
+}
+
+/// Whether `name` (lower case) contains the model word `word` (lower case), not as the start of
+/// a longer number: `npu1` is in `ryzenai-npu1` but not in `ryzenai-npu10`.
+fn names_model(name: &str, word: &str) -> bool {
+    name.match_indices(word).any(|(at, _)| {
+        !word.ends_with(|c: char| c.is_ascii_digit())
+            || !name[at + word.len()..].starts_with(|c: char| c.is_ascii_digit())
+    })
 }
 
 impl std::fmt::Display for NpuVersion {
@@ -253,6 +275,14 @@ mod tests {
             ("RyzenAI-npu5", Some(NpuVersion::Npu2)),
             ("NPU Krackan", Some(NpuVersion::Npu2)),
             ("RyzenAI-npu6", Some(NpuVersion::Npu2)),
+            ("NPU Krackan 1", Some(NpuVersion::Npu2)),
+            ("NPU Krackan 2", Some(NpuVersion::Npu2)),
+            ("NPU Gorgon Point 1", Some(NpuVersion::Npu2)),
+            ("NPU Gorgon Point 3", Some(NpuVersion::Npu2)),
+            // AIE4 devices (npu7-npu10 in amdxdna) are neither generation.
+            ("RyzenAI-npu10", None),
+            ("RyzenAI-npu7", None),
+            ("RyzenAI-npu1 rev 2", Some(NpuVersion::Npu1)),
             ("NPU Medusa", None),
             ("", None),
         ] {

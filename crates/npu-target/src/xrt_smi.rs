@@ -159,6 +159,11 @@ mod tests {
             vec!["NPU Krackan"]
         );
         assert_eq!(version_of("npu6_krackan.txt"), Some(NpuVersion::Npu2));
+        assert_eq!(
+            parse_examine(&fixture("npu4_gorgon_point.txt")),
+            vec!["NPU Gorgon Point 1"]
+        );
+        assert_eq!(version_of("npu4_gorgon_point.txt"), Some(NpuVersion::Npu2));
         assert!(parse_examine(&fixture("no_device.txt")).is_empty());
         assert!(parse_examine(&fixture("driver_missing.txt")).is_empty());
         let unknown = parse_examine(&fixture("unknown_device.txt"));

@@ -46,7 +46,13 @@ impl std::fmt::Display for XrtReport {
             None => {}
         }
         match (&self.device, self.target) {
-            (Some(Ok(name)), Some(t)) => writeln!(f, "XRT device: {name} ({t})"),
+            // XRT's public API (xrt::info::device, 2.25) has no column count: amdxdna's
+            // DRM_AMDXDNA_QUERY_AIE_METADATA reaches it only through XRT's internal queries.
+            // The HSA agent does report it (doctor's HSA line).
+            (Some(Ok(name)), Some(t)) => writeln!(
+                f,
+                "XRT device: {name} ({t}); columns: not reported by XRT's public API"
+            ),
             (Some(Ok(name)), None) => {
                 writeln!(f, "XRT device: {name} (not a known NPU generation)")
             }
