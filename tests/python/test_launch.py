@@ -417,3 +417,67 @@ def test_loaded_kernels_hold_no_file_each_and_survive_eviction(runtime: str, tmp
     assert result["grown"] < 6, f"12 more loaded kernels hold {result['grown']} more descriptors"
     assert result["clear_rc"] == 0, result["clear"]
     assert result["right"], "a loaded kernel stopped working when its entry was evicted"
+
+
+# Registered before anything imports the backend's native module, so that it runs after the
+# backend's own exit handler (atexit runs handlers last-registered first).
+EXIT_PROBE = textwrap.dedent(
+    """
+    import atexit, ctypes, json, os, sys
+
+    def device_state():
+        # The harness devices' own counts (test-only exports).
+        if sys.argv[1] == "hsa":
+            lib = ctypes.CDLL(os.path.join(os.environ["AMD_NPU_ROCR_PATH"], "lib",
+                                           "libhsa-runtime64.so"))
+            stats = (ctypes.c_uint64 * 16)()
+            assert lib.npu_harness_hsa_stats(ctypes.byref(stats)) == 0
+            return {"queues": stats[5], "executables": stats[6], "heap": stats[3]}
+        lib = ctypes.CDLL(os.environ["NPU_HARNESS_XRT_DEVICE_LIB"])
+        stats = (ctypes.c_uint64 * 64)()
+        assert lib.npu_harness_xrt_stats(ctypes.byref(stats)) == 0
+        return {"contexts": stats[3], "bos": stats[6]}
+
+    atexit.register(lambda: print(json.dumps({"at_exit": device_state()}), flush=True))
+    """
+)
+
+
+@pytest.mark.parametrize("runtime", ["hsa", "xrt"])
+def test_device_state_is_released_at_exit(runtime: str, tmp_path: Path):
+    # The runtimes live for the whole process; without an exit handler the HSA queue (and its
+    # hardware context), the loaded executables and XRT's hardware contexts stayed until the
+    # driver noticed the process was gone.
+    env = harness_env(tmp_path)
+    script = tmp_path / "exit_probe.py"
+    script.write_text(
+        EXIT_PROBE
+        + KERNELS
+        + textwrap.dedent(
+            """
+            x, y = torch.randn(N), torch.randn(N)
+            for n in (1, 2, 3):
+                out = torch.zeros(N)
+                add_kernel[(1,)](x, y, out, n, BLOCK=4096)
+                assert torch.equal(out[:n], (x + y)[:n])
+            print(json.dumps({"running": device_state()}), flush=True)
+            """
+        )
+    )
+    proc = subprocess.run(
+        [sys.executable, str(script), runtime],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    running = next(r["running"] for r in lines if "running" in r)
+    at_exit = next(r["at_exit"] for r in lines if "at_exit" in r)
+    if runtime == "hsa":
+        assert running["queues"] == 1 and running["executables"] >= 3, running
+        assert at_exit["queues"] == 0 and at_exit["executables"] == 0, at_exit
+    else:
+        assert running["contexts"] >= 1, running
+        assert at_exit["contexts"] == 0, at_exit

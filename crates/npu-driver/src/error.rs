@@ -161,6 +161,7 @@ impl DriverError {
                 R::Interrupted => ErrorKind::Interrupted,
                 R::InvalidArguments => ErrorKind::InvalidInput,
                 R::LoadRefused | R::LaunchFailed | R::CallFailed => ErrorKind::LaunchFailed,
+                R::ResourcesExhausted => ErrorKind::ResourcesExhausted,
             },
             DriverError::NoKernel | DriverError::UnknownKernel { .. } | DriverError::Ir(_) => {
                 ErrorKind::CompileFailed

@@ -84,6 +84,14 @@ fn release_oldest(count: usize) {
     }
 }
 
+/// Lets every prepared kernel go and then every opened runtime's device state (for the end of
+/// the process): the table empties, each program is released to its runtime, and the runtimes
+/// drop their queues and hardware contexts. A launch after this prepares its kernel again.
+pub fn release_all() {
+    release_oldest(len());
+    npu_runtime::registry::release_all();
+}
+
 /// The number of prepared kernels the table holds now.
 pub fn len() -> usize {
     table().as_ref().map_or(0, Lru::len)

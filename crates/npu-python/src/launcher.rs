@@ -503,8 +503,22 @@ fn last_dispatch() -> (u64, f64) {
     (count, ns as f64 * 1e-9)
 }
 
+/// Releases every loaded kernel and the runtimes' device state: the HSA queue and its hardware
+/// context, XRT's hardware contexts. Registered with Python's `atexit`, because the
+/// process-wide runtimes are never dropped: without it the device state would go only when the
+/// driver notices that the process ended. Launching again afterwards loads again.
+#[pyfunction]
+fn release_device_state(py: Python<'_>) {
+    py.detach(npu_driver::memo::release_all);
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Launcher>()?;
     m.add_function(wrap_pyfunction!(last_dispatch, m)?)?;
+    let release = wrap_pyfunction!(release_device_state, m)?;
+    m.py()
+        .import("atexit")?
+        .call_method1("register", (&release,))?;
+    m.add_function(release)?;
     Ok(())
 }

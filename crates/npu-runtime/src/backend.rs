@@ -157,6 +157,11 @@ pub trait Backend: Send + Sync {
     /// later call succeeds once the setup is fixed.
     fn open(&self, config: &Config, host: &Host) -> Result<&'static dyn Runtime, RuntimeError>;
 
+    /// The process's instance if [`Backend::open`] has opened it (never opens one).
+    fn opened(&self) -> Option<&'static dyn Runtime> {
+        None
+    }
+
     /// Target probes this runtime offers, in order; `selected` when it is the configured
     /// runtime (a runtime may probe only then, e.g. to avoid initialising ROCr under XRT).
     fn probes(&self, config: &Config, host: &Host, selected: bool) -> Vec<Box<dyn TargetProbe>> {

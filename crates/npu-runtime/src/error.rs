@@ -26,6 +26,9 @@ pub enum ErrorKind {
     Interrupted,
     /// Any other runtime call that failed (e.g. an allocation).
     CallFailed,
+    /// A limit of the process or the system ran out (open files, memory): not a fault of the
+    /// kernel or the device.
+    ResourcesExhausted,
 }
 
 impl ErrorKind {
@@ -41,6 +44,7 @@ impl ErrorKind {
             ErrorKind::Timeout => "timeout",
             ErrorKind::Interrupted => "interrupted",
             ErrorKind::CallFailed => "call_failed",
+            ErrorKind::ResourcesExhausted => "resources_exhausted",
         }
     }
 }
@@ -99,6 +103,10 @@ pub enum RuntimeError {
     /// Any other runtime call that failed, with the call named.
     #[error("{call} failed: {reason}")]
     Call { call: String, reason: String },
+    /// Loading ran out of a limit of the process or the system (`detail` names the errno, the
+    /// limit and what to raise).
+    #[error("cannot load kernel {kernel:?}: {detail}")]
+    Exhausted { kernel: String, detail: String },
 }
 
 impl RuntimeError {
@@ -115,6 +123,28 @@ impl RuntimeError {
             RuntimeError::Timeout { .. } => ErrorKind::Timeout,
             RuntimeError::Interrupted { .. } => ErrorKind::Interrupted,
             RuntimeError::Call { .. } => ErrorKind::CallFailed,
+            RuntimeError::Exhausted { .. } => ErrorKind::ResourcesExhausted,
+        }
+    }
+
+    /// Reading `path`, a file of kernel `kernel`, failed with `e`: resource exhaustion (too
+    /// many open files, no memory) is reported as such, with the limit and what to raise;
+    /// anything else is a load refusal.
+    pub fn reading(kernel: &str, path: &std::path::Path, e: &std::io::Error) -> RuntimeError {
+        let detail = format!(
+            "cannot read {}: {}",
+            path.display(),
+            npu_process::describe_io(e)
+        );
+        match npu_process::exhaustion(e) {
+            Some(_) => RuntimeError::Exhausted {
+                kernel: kernel.to_owned(),
+                detail,
+            },
+            None => RuntimeError::Load {
+                kernel: kernel.to_owned(),
+                reason: detail,
+            },
         }
     }
 }

@@ -65,6 +65,16 @@ pub fn open(config: &Config, host: &Host) -> Result<&'static dyn Runtime, Runtim
     backend(config.runtime)?.open(config, host)
 }
 
+/// Lets every opened runtime release its programs and device state ([`Runtime::release_all`]);
+/// for the end of the process.
+pub fn release_all() {
+    for backend in backends() {
+        if let Some(runtime) = backend.opened() {
+            runtime.release_all();
+        }
+    }
+}
+
 /// Target probes in order: the configured runtime's, then the other runtimes' (upstream: the
 /// HSA agent name under hsa, the XRT device name, then `xrt-smi examine`).
 pub fn probes(config: &Config, host: &Host) -> Vec<Box<dyn TargetProbe>> {

@@ -136,6 +136,13 @@ pub trait Runtime: Send + Sync {
         let _ = program;
     }
 
+    /// Drops the runtime's hold on every program and the device state it keeps for them (the
+    /// HSA queue and its hardware context, XRT's hardware contexts), as at process exit: the
+    /// device is handed back while the process still runs its exit handlers, not whenever the
+    /// driver notices the process died. The runtime stays usable: a later load and dispatch
+    /// build what they need again.
+    fn release_all(&self) {}
+
     /// Allocates memory the device can use in place.
     fn alloc_shared(&self, len: usize) -> Result<Box<dyn SharedBuffer>, RuntimeError>;
 

@@ -37,6 +37,10 @@ impl Backend for HsaBackend {
         Ok(HsaRuntime::global(config, &host.site_packages)?)
     }
 
+    fn opened(&self) -> Option<&'static dyn Runtime> {
+        HsaRuntime::global_if_open().map(|rt| rt as &dyn Runtime)
+    }
+
     /// The agent name, only when HSA is the configured runtime: initialising ROCr is not
     /// free, and upstream asks it only then.
     fn probes(&self, config: &Config, host: &Host, selected: bool) -> Vec<Box<dyn TargetProbe>> {

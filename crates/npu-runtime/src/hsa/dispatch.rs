@@ -120,6 +120,15 @@ impl Dispatcher {
         Ok(dispatcher)
     }
 
+    /// Destroys the queue (and with it ROCr's hardware context) and frees the staging buffers,
+    /// unless a timed-out submit is still inside ROCr. The next dispatch creates a new queue.
+    pub fn close(&mut self) {
+        if self.stuck.is_none() {
+            self.queue = None;
+        }
+        self.staging = StagingPool::new();
+    }
+
     fn create_queue(&mut self) -> Result<&mut AieQueue, RuntimeError> {
         let s = &self.session;
         let queue = AieQueue::new(&s.hsa, s.agent, s.queue_size, s.pools.kernarg)?;

@@ -206,10 +206,8 @@ impl HsaRuntime {
         let (what, digest_input): (String, &[u8]) = match source {
             CodeSource::Bytes(b) => ("the hsaco".to_owned(), b),
             CodeSource::File(path) => {
-                file_bytes = std::fs::read(path).map_err(|e| RuntimeError::Load {
-                    kernel: kernel_name.to_owned(),
-                    reason: format!("cannot read {}: {e}", path.display()),
-                })?;
+                file_bytes = std::fs::read(path)
+                    .map_err(|e| RuntimeError::reading(kernel_name, path, &e))?;
                 (path.display().to_string(), &file_bytes)
             }
         };
@@ -317,6 +315,19 @@ impl Runtime for HsaRuntime {
 
     fn release(&self, program: &Program) {
         lock(&self.programs).retain(|_, p| !p.same(program));
+    }
+
+    fn release_all(&self) {
+        // A dispatch still waiting on another thread keeps the queue: the end of the process
+        // must not wait on a device that may hang.
+        match self.dispatcher.try_lock() {
+            Ok(mut dispatcher) => dispatcher.close(),
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().close(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                tracing::debug!("HSA queue busy at release: kept")
+            }
+        }
+        lock(&self.programs).clear();
     }
 
     fn alloc_shared(&self, len: usize) -> Result<Box<dyn SharedBuffer>, RuntimeError> {

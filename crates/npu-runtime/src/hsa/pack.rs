@@ -97,7 +97,7 @@ pub(crate) fn artifact(
     let read = |name: &str| {
         files
             .read(name)
-            .map_err(|e| refuse(format!("cannot read {}: {e}", files.path(name).display())))
+            .map_err(|e| RuntimeError::reading(kernel, &files.path(name), &e))
     };
     let bytes = read(HSACO)?;
     // The variables are read from the packed file's full ELF, so they always match what ROCr
@@ -116,4 +116,58 @@ pub(crate) fn artifact(
         kernel_name: kernel.to_owned(),
         variables,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Set in the child process: the build folder it loads from.
+    const CHILD_DIR: &str = "NPU_RUNTIME_TEST_EMFILE_DIR";
+
+    #[test]
+    fn running_out_of_file_descriptors_at_load_is_reported_as_such() {
+        if let Some(dir) = std::env::var_os(CHILD_DIR) {
+            // The child: a build on disk, and no descriptor left to read it with.
+            npu_process::set_open_file_limit(0, 4096).unwrap();
+            let files = BuildFiles::on_disk(std::path::PathBuf::from(dir));
+            match artifact(&files, OutputFormat::Xclbin, "add_kernel") {
+                Ok(_) => println!("\nLOADED"),
+                Err(e) => println!("\nERROR {}: {}", e.kind(), e.to_string().replace('\n', " ")),
+            }
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join(HSACO), b"not read").unwrap();
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "hsa::pack::tests::running_out_of_file_descriptors_at_load_is_reported_as_such",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_DIR, tmp.path())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("ERROR "))
+            .unwrap_or_else(|| panic!("no error in:\n{text}"));
+        // Before: "cannot load kernel …: cannot read …: Too many open files" as a load refusal,
+        // which the Python binding raised as a launch failure.
+        assert!(line.starts_with("ERROR resources_exhausted: "), "{line}");
+        for want in [
+            "Too many open files",
+            "EMFILE",
+            "RLIMIT_NOFILE",
+            "ulimit -n 4096",
+        ] {
+            assert!(line.contains(want), "{want:?} missing in {line}");
+        }
+        // Any other read failure stays a refusal of the build.
+        let missing = BuildFiles::on_disk(tmp.path().join("gone"));
+        let e = artifact(&missing, OutputFormat::Xclbin, "add_kernel").unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::LoadRefused, "{e}");
+    }
 }

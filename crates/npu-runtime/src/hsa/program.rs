@@ -124,8 +124,7 @@ pub(crate) fn load(
     // The file stays open until the reader is gone.
     let file = match source {
         CodeSource::File(path) => Some(
-            std::fs::File::open(path)
-                .map_err(|e| job.refuse(format!("cannot open {}: {e}", path.display())))?,
+            std::fs::File::open(path).map_err(|e| RuntimeError::reading(kernel_name, path, &e))?,
         ),
         CodeSource::Bytes(_) => None,
     };

@@ -72,6 +72,10 @@ impl Backend for XrtBackend {
         Ok(GLOBAL.get_or_init(|| rt))
     }
 
+    fn opened(&self) -> Option<&'static dyn Runtime> {
+        GLOBAL.get().map(|rt| rt as &dyn Runtime)
+    }
+
     /// The XRT device's name, then `xrt-smi examine`, whichever runtime is configured (upstream
     /// asks both after the HSA agent).
     fn probes(&self, config: &Config, host: &Host, _selected: bool) -> Vec<Box<dyn TargetProbe>> {

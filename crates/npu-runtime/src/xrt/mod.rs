@@ -162,8 +162,7 @@ impl XrtRuntime {
         if let Some(program) = state.programs.get(&key) {
             return Ok(program.clone());
         }
-        let words =
-            fs::read(insts).map_err(|e| refuse(format!("cannot read {}: {e}", insts.display())))?;
+        let words = fs::read(insts).map_err(|e| RuntimeError::reading(&label, insts, &e))?;
         if words.is_empty() || words.len() % 4 != 0 {
             return Err(refuse(format!(
                 "{} holds {} bytes; an instruction stream is a non-empty sequence of 32-bit words",
@@ -535,6 +534,14 @@ impl Runtime for XrtRuntime {
         let mut state = self.lock();
         state.programs.retain(|_, p| !p.same(program));
         state.sessions.remove(spec.id);
+    }
+
+    fn release_all(&self) {
+        let mut state = self.lock();
+        state.programs.clear();
+        state.xclbins.clear();
+        // Sessions a dispatch is using go when that dispatch ends.
+        state.sessions.clear();
     }
 
     fn alloc_shared(&self, len: usize) -> Result<Box<dyn SharedBuffer>, RuntimeError> {

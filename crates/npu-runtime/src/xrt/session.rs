@@ -291,6 +291,13 @@ impl Sessions {
         released
     }
 
+    /// Releases every session; a dispatch using one keeps it until that dispatch ends.
+    pub fn clear(&mut self) {
+        for (_, cell) in self.entries.drain() {
+            cell.retired.store(true, Ordering::Relaxed);
+        }
+    }
+
     /// Releases program `id`'s session (its program was released); a dispatch using it keeps
     /// it until that dispatch ends.
     pub fn remove(&mut self, id: u64) {
