@@ -73,12 +73,13 @@ KERNELS = textwrap.dedent(
 )
 
 
-def run_kernels(body: str, runtime: str, env: dict) -> dict:
+def run_script(text: str, runtime: str, env: dict) -> list[dict]:
+    """Runs `text` as a script with the runtime as its argument; the JSON lines it printed."""
     # Triton reads a @jit function's source, so the script must be a file.
     work = Path(env["AMD_TRITON_NPU_CACHE_DIR"]).parent
     work.mkdir(parents=True, exist_ok=True)
     script = work / f"kernels_{len(list(work.glob('kernels_*.py')))}.py"
-    script.write_text(KERNELS + textwrap.dedent(body))
+    script.write_text(text)
     proc = subprocess.run(
         [sys.executable, str(script), runtime],
         capture_output=True,
@@ -87,7 +88,11 @@ def run_kernels(body: str, runtime: str, env: dict) -> dict:
         timeout=600,
     )
     assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+def run_kernels(body: str, runtime: str, env: dict) -> dict:
+    return run_script(KERNELS + textwrap.dedent(body), runtime, env)[-1]
 
 
 CASES = {
@@ -448,9 +453,7 @@ def test_device_state_is_released_at_exit(runtime: str, tmp_path: Path):
     # The runtimes live for the whole process; without an exit handler the HSA queue (and its
     # hardware context), the loaded executables and XRT's hardware contexts stayed until the
     # driver noticed the process was gone.
-    env = harness_env(tmp_path)
-    script = tmp_path / "exit_probe.py"
-    script.write_text(
+    lines = run_script(
         EXIT_PROBE
         + KERNELS
         + textwrap.dedent(
@@ -462,17 +465,10 @@ def test_device_state_is_released_at_exit(runtime: str, tmp_path: Path):
                 assert torch.equal(out[:n], (x + y)[:n])
             print(json.dumps({"running": device_state()}), flush=True)
             """
-        )
+        ),
+        runtime,
+        harness_env(tmp_path),
     )
-    proc = subprocess.run(
-        [sys.executable, str(script), runtime],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     running = next(r["running"] for r in lines if "running" in r)
     at_exit = next(r["at_exit"] for r in lines if "at_exit" in r)
     if runtime == "hsa":
