@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # `make trials`: the reliability trials, on the conformance harness, with modest sizes (about
-# 10-15 minutes on 2 cores); each prints PASS/FAIL/SKIP with its numbers, and the table of this
+# 25-30 minutes on 2 cores); each prints PASS/FAIL/SKIP with its numbers, and the table of this
 # run's verdicts is printed at the end (README.md, "Reliability trials", keeps the last one).
 # Sizes: TRIAL_PROCESSES, TRIAL_KERNELS, TRIAL_KILLS, TRIAL_CORRUPTIONS, TRIAL_LAUNCHES,
-# TRIAL_FUZZ_SECONDS.
+# TRIAL_MANY_KERNELS, TRIAL_FUZZ_SECONDS.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 py="$root/.venv/bin/python"
@@ -15,6 +15,7 @@ status=0
 "$py" "$here/corruption.py" "${TRIAL_CORRUPTIONS:-30}" || status=1
 "$py" "$here/bad_inputs.py" || status=1
 "$py" "$here/leaks.py" "${TRIAL_LAUNCHES:-50000}" "${TRIAL_LOADED_KERNELS:-40}" || status=1
+"$py" "$here/many_kernels.py" "${TRIAL_MANY_KERNELS:-2000}" || status=1
 bash "$here/fuzz.sh" || status=1
 "$py" - "$root/target/trials/results.jsonl" <<'PY'
 import json, sys

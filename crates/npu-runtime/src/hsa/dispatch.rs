@@ -78,6 +78,8 @@ pub(crate) struct Dispatcher {
     staging: StagingPool,
     doorbell_thread: Option<DoorbellThread>,
     stuck: Option<StuckSubmit>,
+    /// The kernel object of the last dispatch on the current queue.
+    last_kernel: Option<u64>,
 }
 
 /// What a dispatch needs besides the launch.
@@ -85,6 +87,10 @@ pub(crate) struct Target {
     pub kernel_object: u64,
     pub timeout: Option<Duration>,
     pub verify_writeback: bool,
+    /// A design whose external variables (scratchpad) must be read afresh by every dispatch,
+    /// on an agent whose firmware skips reloading the design it loaded last (aie2p): a
+    /// repeated dispatch of it goes to a new queue, whose new hardware context loads it.
+    pub reload_each_dispatch: bool,
 }
 
 enum Waited {
@@ -115,6 +121,7 @@ impl Dispatcher {
             staging: StagingPool::new(),
             doorbell_thread: None,
             stuck: None,
+            last_kernel: None,
         };
         dispatcher.create_queue()?;
         Ok(dispatcher)
@@ -130,6 +137,7 @@ impl Dispatcher {
     }
 
     fn create_queue(&mut self) -> Result<&mut AieQueue, RuntimeError> {
+        self.last_kernel = None;
         let s = &self.session;
         let queue = AieQueue::new(&s.hsa, s.agent, s.queue_size, s.pools.kernarg)?;
         Ok(self.queue.insert(queue))
@@ -174,9 +182,17 @@ impl Dispatcher {
         launch: &Launch<'_>,
     ) -> Result<DispatchReport, RuntimeError> {
         self.settle_stuck()?;
+        if target.reload_each_dispatch && self.last_kernel == Some(target.kernel_object) {
+            // The aie2p firmware would skip loading the design it loaded last, so the array
+            // would not be reset and the design would read its previous scratchpad
+            // (real-toolchain-rules.md §5; mlir-aie's AIEX `npu.load_pdi` note). A new
+            // hardware context has loaded nothing.
+            self.queue = None;
+        }
         if self.queue.is_none() {
             self.create_queue()?;
         }
+        self.last_kernel = Some(target.kernel_object);
         let mut report = DispatchReport::default();
         let mut kernargs = Vec::with_capacity(launch.args().len());
         let mut staged: Vec<Staged> = Vec::new();

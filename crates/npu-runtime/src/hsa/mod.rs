@@ -354,6 +354,9 @@ impl Runtime for HsaRuntime {
             kernel_object: kernel.kernel_object,
             timeout: launch.timeout().or(self.default_timeout),
             verify_writeback: self.verify_writeback,
+            reload_each_dispatch: kernel.has_variables()
+                && npu_target::NpuVersion::from_arch(&self.session.agent_name)
+                    == Some(npu_target::NpuVersion::Npu2),
         };
         lock(&self.dispatcher).dispatch(&target, launch)
     }

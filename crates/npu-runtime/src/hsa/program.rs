@@ -54,6 +54,11 @@ impl HsaKernel {
             .map(|m| (m.as_ptr(), m.len()))
     }
 
+    /// Whether the kernel's code relocates against external variables (a scratchpad).
+    pub fn has_variables(&self) -> bool {
+        !self.code.variable_names.is_empty()
+    }
+
     /// The kernel object handle ROCr gave for the symbol.
     pub fn kernel_object(&self) -> u64 {
         self.kernel_object

@@ -562,8 +562,13 @@ fn one_buffer(
 /// A full-ELF `inc` kernel relocating against `scratch-pad-ctrl`, loaded with the variable
 /// defined at `variable`; returns its kernel object.
 fn full_elf_kernel_with_variable(hsa: &Hsa, variable: *mut u8) -> u64 {
-    let hsaco = scratchpad_hsaco();
-    let reader = hsa.reader(&hsaco);
+    kernel_with_variable(hsa, &scratchpad_hsaco(), variable)
+}
+
+/// `main:sequence` of `hsaco`, loaded with `scratch-pad-ctrl` defined at `variable`; returns
+/// its kernel object.
+fn kernel_with_variable(hsa: &Hsa, hsaco: &[u8], variable: *mut u8) -> u64 {
+    let reader = hsa.reader(hsaco);
     let exe = hsa.executable();
     let name = CString::new("scratch-pad-ctrl").unwrap();
     let rc = unsafe {
@@ -773,4 +778,59 @@ fn calls_before_init_and_status_texts() {
         unsafe { lib.api().hsa_shut_down() },
         HSA_STATUS_ERROR_NOT_INITIALIZED
     );
+}
+
+#[test]
+fn aie2p_firmware_does_not_reload_the_design_it_loaded_last() {
+    let hsa = Hsa::new();
+    let n = 4;
+    let scratch = hsa.allocate(DEV_HEAP_POOL, 4 * n);
+    let other_scratch = hsa.allocate(DEV_HEAP_POOL, 4 * n);
+    // `main:sequence` computes out = a + scratch-pad-ctrl.
+    let hsaco = support::scratchpad_hsaco(n);
+    let design = kernel_with_variable(&hsa, &hsaco, scratch);
+    let other = kernel_with_variable(&hsa, &hsaco, other_scratch);
+    // Kernel arguments: a (zeros) and out, 4 f32 each.
+    let kernargs = hsa.allocate(KERNARG_POOL, 64).cast::<u64>();
+    let a = hsa.allocate(DATA_POOL, 4 * n);
+    let out = hsa.allocate(DATA_POOL, 4 * n);
+    unsafe {
+        for (i, (p, len)) in [(a, 4 * n), (out, 4 * n)].into_iter().enumerate() {
+            kernargs.add(i).write(p as u64);
+            kernargs.add(2 + i).write(len as u64);
+        }
+    }
+    let packet = |ko| {
+        hsa_amd_aie_kernel_dispatch_packet_t::new(
+            ko,
+            hsa_signal_t { handle: 0 },
+            2,
+            kernargs.cast(),
+        )
+    };
+    let set = |value: f32| unsafe {
+        std::slice::from_raw_parts_mut(scratch.cast::<f32>(), n).fill(value)
+    };
+    let out_first = || unsafe { *out.cast::<f32>() };
+    let queue = Queue::new(&hsa);
+    let run = |ko, value: Option<f32>| {
+        if let Some(v) = value {
+            set(v);
+        }
+        assert_eq!(queue.submit(packet(ko), ready_header(), 2000), 0);
+        out_first()
+    };
+    assert_eq!(run(design, Some(1.0)), 1.0);
+    // Same design again: the firmware skips the load, the array keeps the first scratchpad.
+    assert_eq!(run(design, Some(2.0)), 1.0);
+    // Another design in between makes the next one a real load, which reads the new value.
+    run(other, None);
+    assert_eq!(run(design, Some(3.0)), 3.0);
+    drop(queue);
+    // A new queue (a new hardware context) has loaded nothing.
+    let queue = Queue::new(&hsa);
+    set(4.0);
+    assert_eq!(queue.submit(packet(design), ready_header(), 2000), 0);
+    assert_eq!(out_first(), 4.0);
+    assert_eq!(hsa.prefix.stats().breaches, 0);
 }
