@@ -194,7 +194,7 @@ def test_bound_buffers_are_used_in_place(tmp_path: Path):
         from triton_npu import shared
         chain = add_mul_chain()
         x, y = rand(1), rand(2)
-        out = shared.zeros(N, dtype="float32")          # device-shared memory
+        out = shared.zeros(N, dtype="float32", device="xrt:0")  # device-shared memory
         res = chain.run([x, y, np.empty(N, np.float32), None], intermediate_indices={2},
                         bound_buffers={3: out})
         assert res[3] is out
