@@ -178,6 +178,44 @@ def test_a_host_buffer_behaves_as_its_array_and_tensor():
     assert bool((b != 0).all()), "comparisons are elementwise"
 
 
+def test_without_torch_the_numpy_array_stands_in(tmp_path: Path):
+    # A fresh interpreter in which torch cannot be imported, installed or not, on the harness.
+    script = textwrap.dedent(
+        """
+        import sys; sys.modules["torch"] = None
+        import numpy as np
+        from triton_npu import shared
+        a = np.arange(4, dtype=np.float32)
+        b = shared.from_numpy(a)
+        assert isinstance(b + 1, np.ndarray) and (b + 1).tolist() == [1, 2, 3, 4]
+        b += 1
+        assert isinstance(b, shared.SharedBuffer) and a.tolist() == [1, 2, 3, 4]
+        assert np.from_dlpack(b).ctypes.data == a.ctypes.data
+        assert float(b[3]) == 4.0 and not hasattr(b, "sum")
+        try:
+            b.torch()
+        except shared.SharedBufferError as e:
+            assert "needs torch" in str(e), e
+        else:
+            raise SystemExit("torch() without torch did not raise")
+        z = shared.zeros(3, device="hsa:0")
+        assert z.dtype == np.float32 and z.numpy().tolist() == [0.0] * 3
+        assert shared.arange(3, device="hsa:0").dtype == np.int64
+        assert shared.arange(1.5, device="hsa:0").numpy().tolist() == [0.0, 1.0]
+        assert shared.full((2,), 7, device="hsa:0").dtype == np.int64
+        u = shared.rand(1000, device="hsa:0").numpy()
+        assert ((u >= 0) & (u < 1)).all() and u.std() > 0.2
+        assert 0.8 < shared.randn(1000, device="hsa:0").numpy().std() < 1.2
+        print("ok")
+        """
+    )
+    env = harness_env(tmp_path, AMD_TRITON_NPU_RUNTIME="hsa")
+    r = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
+
+
 def test_closing_a_host_buffer_leaves_the_array_alone():
     a = np.ones(4, np.float32)
     with shared.from_numpy(a) as b:
@@ -282,6 +320,27 @@ def test_secondary_devices_that_do_not_exist_here_are_refused(share, message):
 def test_bad_arguments_are_clear_errors(call, message):
     with pytest.raises(shared.SharedBufferError, match=message):
         call()
+
+
+# upstream's shared.py __all__ (amd/Triton-XDNA amd_triton_npu/backend/shared.py @0605483a),
+# and the DLPack device codes its tests import
+UPSTREAM_NAMES = (
+    "SharedBuffer SharedBufferError arange as_torch cache_stats dlpack_device empty empty_cache "
+    "empty_like from_tensor full full_like hsa_dispatch_counts is_on_device ones ones_like rand "
+    "randn set_cache_enabled zeros zeros_like kDLCPU kDLCUDA kDLROCM"
+).split()
+
+
+def test_every_upstream_name_is_importable_from_upstreams_path():
+    import importlib
+
+    upstream = importlib.import_module("triton.backends.amd_triton_npu.shared")
+    assert upstream is shared
+    missing = [name for name in UPSTREAM_NAMES if not hasattr(upstream, name)]
+    assert missing == []
+    assert set(UPSTREAM_NAMES) - {"kDLCPU", "kDLCUDA", "kDLROCM"} <= set(shared.__all__)
+    assert issubclass(shared.SharedBufferError, RuntimeError)
+    assert (shared.kDLCPU, shared.kDLCUDA, shared.kDLROCM) == (1, 2, 10)
 
 
 def test_device_is_required_as_upstream_has_it():
