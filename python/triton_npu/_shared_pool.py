@@ -76,3 +76,7 @@ class Pool:
                 "hits": self.hits,
                 "misses": self.misses,
             }
+
+
+#: The process's pool (one per process, as the runtimes are).
+POOL = Pool()

@@ -886,6 +886,12 @@ def test_launches_over_factory_buffers_compute_in_place(runtime: str, tmp_path: 
         hsa1, all1 = shared.hsa_dispatch_counts(), shared.dispatch_counts()
         out["hsa"] = [hsa1[0] - hsa0[0], hsa1[1] - hsa0[1]]
         out["all"] = [all1[0] - all0[0], all1[1] - all0[1]]
+        # the buffers' torch views are the same memory (upstream's HSA benchmark passes them)
+        z.zero_()
+        before = shared.dispatch_counts()
+        add_kernel[GRID](x.torch(), y.torch(), z.torch(), N, BLOCK=BLOCK)
+        assert torch.equal(z.torch(), x.torch() + y.torch())
+        out["torch_views"] = delta(before)
         # int32 and a torch tensor mixed in: the tensor is staged
         i = shared.arange(N, dtype=torch.int32, device=DEV)
         j = torch.full((N,), 5, dtype=torch.int32)
@@ -909,5 +915,6 @@ def test_launches_over_factory_buffers_compute_in_place(runtime: str, tmp_path: 
     # upstream's hsa_dispatch_counts counts HSA launches only; dispatch_counts both runtimes
     assert result["all"] == [3, 0]
     assert result["hsa"] == ([3, 0] if runtime == "hsa" else [0, 0])
+    assert result["torch_views"] == [3, 0]
     assert result["mixed"] == [2, 1]
     assert result["reused"]
