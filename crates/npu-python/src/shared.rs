@@ -6,8 +6,8 @@
 //! their `base`; the memory is freed when the allocation and every view of it are gone.
 //!
 //! A runtime that cannot be opened (no ROCr, no XRT, no device) raises `RuntimeNotFoundError`
-//! or a `DeviceError` (`triton_npu.errors`), so the Python side can fall back to host memory,
-//! while a failure of an open runtime to allocate raises `RuntimeError`.
+//! or a `DeviceError` (`triton_npu.errors`), and a failure of an open runtime to allocate
+//! raises `RuntimeError`; the Python side reports each as a `SharedBufferError` carrying it.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
