@@ -30,7 +30,9 @@ next request of the same size and device without asking the runtime (``empty_cac
 ``set_cache_enabled``, ``cache_stats``). Memory something still views (a numpy array, a
 tensor, a DLPack consumer) is never pooled; it is freed when the last view goes.
 
-:func:`from_numpy` (ours) wraps an existing array without copying; launches stage it.
+:func:`from_numpy` (ours) wraps an existing array without copying: launches stage host
+memory, while an array viewing a shared buffer's memory is still that memory (``device``
+says which).
 :func:`hsa_dispatch_counts` tells how HSA launches passed their buffers, ``(in_place,
 staged)``; :func:`dispatch_counts` the same over both runtimes.
 
