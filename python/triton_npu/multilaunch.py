@@ -141,8 +141,8 @@ def _is_torch(obj: Any) -> bool:
 def _byte_view(obj: Any, what: str, writable: bool) -> np.ndarray:
     """A flat ``uint8`` numpy view of `obj`'s memory (a copy only for a non-contiguous
     read-only input)."""
-    if hasattr(obj, "numpy") and type(obj).__name__ == "SharedBuffer":
-        obj = obj.numpy()
+    if hasattr(obj, "numpy") and type(obj).__name__ in ("SharedBuffer", "BufferObject"):
+        obj = obj.numpy()  # a shared buffer, or its XRT buffer object (`buf.bo`)
     if _is_torch(obj):
         if obj.device.type != "cpu":
             raise ValueError(f"{what} is on {obj.device}; the NPU reads host (CPU) tensors")

@@ -12,7 +12,7 @@ dispatches the kernel over tensors, numpy arrays or shared buffers as often as n
 
     k = prebuilt.load("decode.hsaco", "main:sequence", {"scratch-pad-ctrl": 8})
     params = k.variable("scratch-pad-ctrl").view(np.uint32)
-    x, y = shared.zeros(4096), shared.empty(4096)
+    x, y = shared.zeros(4096, device="hsa:0"), shared.empty(4096, device="hsa:0")
     for context_length in range(1, 6):
         params[0] = context_length  # a plain store: ROCr flushes the variable on each dispatch
         k(x, y)

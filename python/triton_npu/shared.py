@@ -1,266 +1,282 @@
-"""Buffers for NPU kernels without torch (upstream's ``triton_npu.shared``).
+"""Buffers the NPU reads and writes in place (upstream's ``amd_triton_npu.shared``).
 
-Triton passes an argument to a kernel as a buffer when it has ``data_ptr()`` and a ``dtype``;
-numpy arrays have neither, so this module wraps memory in a :class:`SharedBuffer`:
+Allocate through the torch-shaped factories, naming the NPU runtime that owns the memory::
 
-* :func:`from_numpy` shares an existing C-contiguous array's memory (no copy). Launches copy
-  it through the runtime's staging memory, as they do for torch tensors.
-* :func:`empty`, :func:`zeros`, :func:`ones`, :func:`full` and the ``*_like`` variants
-  allocate memory from the NPU runtime that the device reads and writes in place (an HSA
-  shared region, an XRT buffer object), so launches skip the copies. When the runtime cannot
-  be opened (not installed, no device) or in compile-only mode, they allocate ordinary host
-  memory instead, so compile-only users and machines without an NPU still work; the reason
-  is logged at debug level on the ``triton_npu.shared`` logger, and a runtime that cannot be
-  opened is not asked again in this process.
+    from triton.backends.amd_triton_npu import shared   # or: from triton_npu import shared
 
-:meth:`SharedBuffer.numpy` is a numpy view of the same memory. The memory stays alive while
-the buffer or any view of it does.
+    with shared.zeros(128, 768, dtype=torch.float32, device="xrt:0") as c:
+        kernel[grid](a, b, c, ...)                         # passed to the NPU in place
+        chain.run(..., bound_buffers={4: c.bo})            # XRT: a chain's bound buffer
 
-Which arguments were passed in place: under HSA, any argument lying inside a shared buffer;
-under XRT, an argument that is exactly one shared buffer (the whole allocation). Everything
-else is staged, with the same results. :func:`dispatch_counts` tells which happened.
+Factories (upstream's signatures): ``empty``, ``zeros``, ``ones``, ``full``, ``rand``,
+``randn``, ``arange``, ``empty_like``, ``zeros_like``, ``ones_like``, ``full_like``,
+``from_tensor``, and ``SharedBuffer(shape, dtype, device, share=())``. ``device`` is required
+(which runtime owns the pages decides how they are allocated); ``share`` names further
+devices to map the pages into. Devices: ``"xrt:0"`` (an XRT buffer object) and ``"hsa:0"``
+(an HSA shared region of the AIE agent); see :mod:`triton_npu._shared_devices` for the
+grammar. ``hip:N`` (``cuda``/``rocm``) parses, but this package has no GPU runtime, so
+mapping a buffer into one raises :class:`SharedBufferError`; so do XRT and HSA together,
+device indices other than 0, and any device the runtime cannot open (no fallback to host
+memory: the attempt is the check, and the error carries the cause).
 
-Element types: every numpy type Triton has a name for — ``bool``, ``int8/16/32/64``,
-``uint8/16/32/64``, ``float16/32/64``. numpy has no ``bfloat16`` (nor float8): with the
-``ml-dtypes`` package installed, ``"bfloat16"`` and its float8 types (``float8_e4m3fn``,
-``float8_e5m2``, ``float8_e4m3fnuz``, ``float8_e5m2fnuz``) work too; without it they raise a
-``TypeError`` that says so.
+A buffer behaves as the CPU torch tensor over its memory (``buf + 1``, ``buf.sum()``,
+``torch.add(a, b, out=buf)``, ``buf[:4]``); ``torch()`` is that tensor, ``numpy()`` the numpy
+array, and ``torch.from_dlpack(buf)`` / ``np.from_dlpack(buf)`` share the memory. Without
+torch installed the same operations act on the numpy array. ``.bo`` (XRT) is the buffer
+object a chain's ``bound_buffers`` takes; ``aie_ptr()`` (HSA) is the region's address.
+
+Buffers are a resource: ``close()`` (or ``with``) gives the memory to a pool that serves the
+next request of the same size and device without asking the runtime (``empty_cache``,
+``set_cache_enabled``, ``cache_stats``). Memory something still views (a numpy array, a
+tensor, a DLPack consumer) is never pooled; it is freed when the last view goes.
+
+:func:`from_numpy` (ours) wraps an existing array without copying: launches stage host
+memory, while an array viewing a shared buffer's memory is still that memory (``device``
+says which).
+:func:`hsa_dispatch_counts` tells how HSA launches passed their buffers, ``(in_place,
+staged)``; :func:`dispatch_counts` the same over both runtimes.
+
+Element types: ``bool``, ``int8/16/32/64``, ``uint8/16/32/64``, ``float16/32/64``, given as
+torch dtypes, numpy dtypes or names; with the ``ml-dtypes`` package also ``bfloat16`` and the
+float8 types. ``dtype`` reports a torch dtype when one was asked for (or torch's default when
+none was and torch is installed), else a numpy dtype.
 """
 
 from __future__ import annotations
 
-import logging
+import atexit
 import math
-import operator
-from collections.abc import Iterable
+import sys
 from typing import Any
 
 import numpy as np
 
+from triton_npu import _shared_devices as devices_
 from triton_npu._loader import native
-from triton_npu.config import resolve_runtime
-from triton_npu.errors import DeviceError, NPUInputError, RuntimeNotFoundError
+from triton_npu._shared_buffer import BufferObject, SharedBuffer, kDLCPU, kDLCUDA, kDLROCM
+from triton_npu._shared_devices import SharedBufferError
+from triton_npu._shared_dtypes import (
+    element_type,
+    require_torch,
+    resolve_dtype,
+    size_of,
+    torch_module,
+)
+from triton_npu._shared_pool import POOL
 
 __all__ = [
+    "BufferObject",
     "SharedBuffer",
+    "SharedBufferError",
+    "arange",
+    "as_torch",
+    "cache_stats",
     "dispatch_counts",
+    "dlpack_device",
     "empty",
+    "empty_cache",
     "empty_like",
     "from_numpy",
+    "from_tensor",
     "full",
+    "full_like",
+    "hsa_dispatch_counts",
+    "is_on_device",
     "ones",
+    "ones_like",
+    "rand",
+    "randn",
+    "set_cache_enabled",
     "zeros",
     "zeros_like",
 ]
 
-_logger = logging.getLogger(__name__)
 
-_NUMPY_TYPES = (
-    "bool",
-    "int8",
-    "int16",
-    "int32",
-    "int64",
-    "uint8",
-    "uint16",
-    "uint32",
-    "uint64",
-    "float16",
-    "float32",
-    "float64",
-)
-# Names Triton maps to its types, which numpy lacks and ml_dtypes provides.
-_ML_TYPES = ("bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
-_ALIASES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp64": "float64"}
-
-# Runtimes this process could not open, with the reason: asked once, not at every allocation.
-_unavailable: dict[str, str] = {}
+# ---------------------------------------------------------------------------------------------
+# Factories (upstream's signatures)
 
 
-def _resolve_dtype(dtype: Any) -> np.dtype:
-    """A numpy dtype Triton can name, from a numpy dtype or type, a name (``"float32"``,
-    ``"bf16"``), or anything whose ``str()`` ends in a supported name (``torch.float32``), as
-    Triton's own mapping reads it."""
-    resolved: np.dtype | None = None
-    if not isinstance(dtype, str):
-        try:
-            resolved = np.dtype(dtype)
-        except TypeError:
-            resolved = None
-    if resolved is None:
-        name = str(dtype).split(".")[-1]
-        name = _ALIASES.get(name, name)
-        if name in _ML_TYPES:
-            resolved = _ml_dtype(name)
+def empty(*size: Any, dtype: Any = None, device: Any, share: Any = ()) -> SharedBuffer:
+    """An uninitialised buffer of `size` (``empty(2, 3)`` or ``empty((2, 3))``) on `device`."""
+    return SharedBuffer(size_of(size), dtype, device, share)
+
+
+def zeros(*size: Any, dtype: Any = None, device: Any, share: Any = ()) -> SharedBuffer:
+    """Like :func:`empty`, filled with zeros."""
+    buf = empty(*size, dtype=dtype, device=device, share=share)
+    buf.numpy()[...] = 0
+    return buf
+
+
+_MISSING: Any = object()
+
+
+def _fill_dtype(value: Any) -> Any:
+    """The dtype torch.full infers from a fill value (numpy's equivalent without torch)."""
+    torch = torch_module()
+    if torch is not None:
+        return torch.as_tensor(value).dtype
+    if isinstance(value, (bool, np.bool_)):
+        return np.bool_
+    if isinstance(value, (int, np.integer)):
+        return np.int64
+    return np.float32
+
+
+def full(
+    *size: Any, fill_value: Any = _MISSING, dtype: Any = None, device: Any, share: Any = ()
+) -> SharedBuffer:
+    """A buffer filled with one value: ``full((2, 3), 7.0)`` or ``full(2, 3, fill_value=7.0)``.
+    Without `dtype` the value decides it, as for ``torch.full`` (an int fills int64)."""
+    if fill_value is _MISSING:
+        if len(size) == 2 and isinstance(size[0], (tuple, list)):
+            size, fill_value = (size[0],), size[1]
         else:
-            try:
-                resolved = np.dtype(name)
-            except TypeError:
-                raise TypeError(_unsupported(dtype)) from None
-    if not resolved.isnative:
-        raise TypeError(
-            f"dtype {resolved.str!r} is not in this machine's byte order; the NPU reads native "
-            "byte order: convert with array.astype(array.dtype.newbyteorder('='))"
-        )
-    if str(resolved) not in _NUMPY_TYPES and str(resolved) not in _ML_TYPES:
-        raise TypeError(_unsupported(dtype))
-    return resolved
-
-
-def _ml_dtype(name: str) -> np.dtype:
-    try:
-        import ml_dtypes
-    except ImportError:
-        raise TypeError(
-            f"numpy has no {name} type; install the ml-dtypes package (pip install ml-dtypes), "
-            f"whose numpy {name} Triton understands, or pass torch tensors"
-        ) from None
-    return np.dtype(getattr(ml_dtypes, name))
-
-
-def _unsupported(dtype: Any) -> str:
-    return (
-        f"dtype {dtype!r} has no Triton element type; supported: {', '.join(_NUMPY_TYPES)}, "
-        f"and with ml-dtypes installed {', '.join(_ML_TYPES)}"
-    )
-
-
-def _resolve_shape(shape: int | Iterable[int]) -> tuple[int, ...]:
-    try:
-        dims = (operator.index(shape),) if not isinstance(shape, Iterable) else shape
-        out = tuple(operator.index(d) for d in dims)
-    except TypeError:
-        raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}") from None
-    if any(d < 0 for d in out):
-        raise ValueError(f"shape {out} has a negative dimension")
-    return out
-
-
-def _allocation_of(array: np.ndarray) -> Any:
-    """The runtime allocation `array` views, if any (numpy keeps it at the end of `base`)."""
-    owner: Any = array
-    while isinstance(owner, np.ndarray):
-        owner = owner.base
-    return owner if isinstance(owner, native().SharedAllocation) else None
-
-
-class SharedBuffer:
-    """A C-contiguous block of typed memory that Triton passes to NPU kernels as a pointer.
-
-    Made by :func:`from_numpy`, :func:`empty`, :func:`zeros` and friends, not directly.
-    ``data_ptr()``, ``dtype`` (a numpy dtype), ``shape`` and ``is_contiguous()`` are what
-    Triton and the launcher read; :meth:`numpy` views the same memory.
-    """
-
-    __slots__ = ("_array", "_owner", "_owner_nbytes", "_ptr", "_runtime")
-
-    def __init__(self, array: np.ndarray) -> None:
-        if not isinstance(array, np.ndarray):
-            raise TypeError(f"SharedBuffer wraps a numpy array, got {type(array).__name__}")
-        if not array.flags.c_contiguous:
-            raise ValueError("SharedBuffer needs a C-contiguous array")
-        _resolve_dtype(array.dtype)
-        self._array = array
-        self._ptr = int(array.__array_interface__["data"][0])
-        # The array that owns the memory (the end of the chain of views): numpy frees or moves
-        # its memory only when it is resized (``resize(..., refcheck=False)``), which changes
-        # its size; a buffer whose owner changed size is dangling (see `_live`).
-        owner = array
-        while isinstance(owner.base, np.ndarray):
-            owner = owner.base
-        self._owner = owner
-        self._owner_nbytes = owner.nbytes
-        allocation = _allocation_of(array)
-        self._runtime = None if allocation is None else allocation.runtime
-
-    def _live(self) -> np.ndarray:
-        """The array, after checking that its memory is still where the buffer was made."""
-        if self._owner.nbytes != self._owner_nbytes:
-            raise NPUInputError(
-                f"this SharedBuffer is dangling: the numpy array that owns its memory was "
-                f"resized ({self._owner_nbytes} → {self._owner.nbytes} bytes, e.g. by "
-                "resize(..., refcheck=False)), which moved or freed the memory the buffer "
-                "points to; make a new SharedBuffer from the resized array"
+            raise SharedBufferError(
+                "full() needs a fill value: full((2, 3), 7.0) or full(2, 3, fill_value=7.0)"
             )
-        return self._array
+    buf = empty(
+        *size,
+        dtype=_fill_dtype(fill_value) if dtype is None else dtype,
+        device=device,
+        share=share,
+    )
+    buf.numpy()[...] = fill_value
+    return buf
 
-    def data_ptr(self) -> int:
-        """The address of the first element; a buffer whose memory was moved or freed (its
-        array resized) raises :class:`~triton_npu.errors.NPUInputError`."""
-        self._live()
-        return self._ptr
 
-    @property
-    def flags(self) -> Any:
-        """The numpy flags of the memory; launches refuse an output that is not
-        ``flags.writeable``."""
-        return self._live().flags
+def ones(*size: Any, dtype: Any = None, device: Any, share: Any = ()) -> SharedBuffer:
+    """Like :func:`empty`, filled with ones (default dtype: the default float type)."""
+    return full(*size, fill_value=1.0, dtype=dtype, device=device, share=share)
 
-    @property
-    def dtype(self) -> np.dtype:
-        return self._array.dtype
 
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self._array.shape
+def _random(
+    size: tuple[Any, ...], dtype: Any, device: Any, share: Any, normal: bool
+) -> SharedBuffer:
+    buf = empty(*size, dtype=dtype, device=device, share=share)
+    if torch_module() is not None:
+        # torch's generator, so torch.manual_seed decides the values, as upstream.
+        view = buf.torch()
+        if normal:
+            view.normal_()
+        else:
+            view.uniform_()
+    else:
+        array = buf.numpy()
+        rng = np.random.default_rng()
+        array[...] = rng.standard_normal(array.shape) if normal else rng.random(array.shape)
+    return buf
 
-    @property
-    def ndim(self) -> int:
-        return self._array.ndim
 
-    @property
-    def size(self) -> int:
-        """The number of elements."""
-        return self._array.size
+def rand(*size: Any, dtype: Any = None, device: Any, share: Any = ()) -> SharedBuffer:
+    """Uniform samples from ``[0, 1)``, like ``torch.rand`` (torch's generator when torch is
+    installed, numpy's otherwise)."""
+    return _random(size, dtype, device, share, normal=False)
 
-    @property
-    def nbytes(self) -> int:
-        return self._array.nbytes
 
-    @property
-    def runtime(self) -> str | None:
-        """``"hsa"`` or ``"xrt"`` for memory the runtime allocated, ``None`` for host memory."""
-        return self._runtime
+def randn(*size: Any, dtype: Any = None, device: Any, share: Any = ()) -> SharedBuffer:
+    """Standard-normal samples, like ``torch.randn``; see :func:`rand`."""
+    return _random(size, dtype, device, share, normal=True)
 
-    @property
-    def device(self) -> str:
-        """``"hsa:0"`` / ``"xrt:0"`` for runtime memory (upstream's device names), else
-        ``"cpu"``."""
-        return "cpu" if self._runtime is None else f"{self._runtime}:0"
 
-    def is_contiguous(self) -> bool:
-        return True
+def arange(
+    start: Any,
+    end: Any = None,
+    step: Any = 1,
+    *,
+    dtype: Any = None,
+    device: Any,
+    share: Any = (),
+) -> SharedBuffer:
+    """A 1-D buffer of evenly spaced values, like ``torch.arange``: ``arange(5)`` holds int64
+    0..4, ``arange(5.0)`` the default float type, ``arange(2, 10, 3)`` steps by three."""
+    if end is None:
+        start, end = 0, start
+    if step == 0:
+        raise SharedBufferError("arange() step must not be zero")
+    torch = torch_module()
+    if torch is not None:
+        values: Any = torch.arange(start, end, step, dtype=dtype)
+    else:
+        integral = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
+        chosen = dtype if dtype is not None else (np.int64 if integral else np.float32)
+        values = np.arange(start, end, step).astype(element_type(chosen)[0])
+    if math.prod(values.shape) == 0:
+        raise SharedBufferError(
+            f"arange({start}, {end}, {step}) is empty; there is nothing for a device to map"
+        )
+    return from_tensor(values, device=device, share=share)
 
-    def numpy(self) -> np.ndarray:
-        """A numpy view of the same memory; it keeps the memory alive."""
-        return self._live().view()
 
-    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        self._live()
-        if copy:
-            return self._array.astype(dtype or self._array.dtype, copy=True)
-        if dtype is not None and np.dtype(dtype) != self._array.dtype:
-            if copy is False:
-                raise ValueError(
-                    f"a {self._array.dtype} SharedBuffer cannot be viewed as {np.dtype(dtype)} "
-                    "without a copy"
-                )
-            return self._array.astype(dtype)
-        return self._array.view()
+def _like(other: Any, device: Any, share: Any) -> tuple[Any, Any]:
+    if not hasattr(other, "shape") or not hasattr(other, "dtype"):
+        raise SharedBufferError(
+            f"expected a SharedBuffer, tensor or array, got {type(other).__name__}"
+        )
+    if isinstance(other, SharedBuffer) and other.runtime is not None:
+        if device is None:
+            device = other.device
+        if share is None:
+            share = other.devices[1:]
+    elif device is None:
+        raise SharedBufferError(
+            f"{type(other).__name__} has no NPU device to inherit; pass device= "
+            "(e.g. device='xrt:0')"
+        )
+    return device, () if share is None else share
 
-    def __len__(self) -> int:
-        if not self._array.shape:
-            raise TypeError("len() of a 0-d SharedBuffer")
-        return self._array.shape[0]
 
-    def __repr__(self) -> str:
-        return f"SharedBuffer(shape={self.shape}, dtype={self.dtype}, device={self.device!r})"
+def empty_like(
+    other: Any, *, dtype: Any = None, device: Any = None, share: Any = None
+) -> SharedBuffer:
+    """A buffer shaped like `other` (a SharedBuffer, whose devices it inherits, or a tensor or
+    array, which needs `device`); `dtype`, `device` and `share` override."""
+    device, share = _like(other, device, share)
+    chosen = other.dtype if dtype is None else dtype
+    return empty(tuple(other.shape), dtype=chosen, device=device, share=share)
+
+
+def zeros_like(
+    other: Any, *, dtype: Any = None, device: Any = None, share: Any = None
+) -> SharedBuffer:
+    """:func:`empty_like`, filled with zeros."""
+    return full_like(other, 0, dtype=dtype, device=device, share=share)
+
+
+def ones_like(
+    other: Any, *, dtype: Any = None, device: Any = None, share: Any = None
+) -> SharedBuffer:
+    """:func:`empty_like`, filled with ones."""
+    return full_like(other, 1, dtype=dtype, device=device, share=share)
+
+
+def full_like(
+    other: Any, fill_value: Any, *, dtype: Any = None, device: Any = None, share: Any = None
+) -> SharedBuffer:
+    """:func:`empty_like`, filled with `fill_value`."""
+    buf = empty_like(other, dtype=dtype, device=device, share=share)
+    buf.numpy()[...] = fill_value
+    return buf
+
+
+def from_tensor(tensor: Any, *, dtype: Any = None, device: Any, share: Any = ()) -> SharedBuffer:
+    """A new buffer holding a copy of `tensor` (a torch tensor on any device, or a numpy
+    array), converted to `dtype` when given. A copy, as upstream: the buffer owns its memory;
+    :func:`from_numpy` is the way to share an existing array's memory instead."""
+    chosen = tensor.dtype if dtype is None else dtype
+    buf = empty(tuple(tensor.shape), dtype=chosen, device=device, share=share)
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(tensor, torch.Tensor):
+        buf.torch().copy_(tensor)
+    else:
+        buf.numpy()[...] = np.asarray(tensor)
+    return buf
 
 
 def from_numpy(array: np.ndarray) -> SharedBuffer:
-    """Shares `array`'s memory (no copy): kernels read and write the array itself. The buffer
-    keeps the array alive. The array must be C-contiguous, writable, in native byte order and
-    of a type Triton can name."""
+    """Shares `array`'s memory (no copy): kernels read and write the array itself, which the
+    buffer keeps alive. Host memory, so launches stage it. The array must be C-contiguous,
+    writable, in native byte order and of a type Triton can name."""
     if not isinstance(array, np.ndarray):
         raise TypeError(
             f"from_numpy takes a numpy array, got {type(array).__name__}; "
@@ -276,106 +292,79 @@ def from_numpy(array: np.ndarray) -> SharedBuffer:
             "from_numpy needs a writable array (kernels may write their arguments); "
             "pass array.copy()"
         )
-    return SharedBuffer(array)
+    resolve_dtype(array.dtype)
+    return SharedBuffer._over(array)
 
 
-def _device_array(shape: tuple[int, ...], dtype: np.dtype, runtime: str) -> np.ndarray | None:
-    """An array over memory from `runtime`, or None (with the reason logged) when there is
-    none to have."""
-    nbytes = math.prod(shape) * dtype.itemsize
-    if nbytes == 0:
-        _logger.debug("zero-size buffer %s %s: host memory (the runtime has none)", shape, dtype)
-        return None
-    from triton_npu.config import npu_config
-
-    if npu_config.compile_only:
-        _logger.debug("compile-only mode: buffer %s %s in host memory", shape, dtype)
-        return None
-    reason = _unavailable.get(runtime)
-    if reason is None:
-        from triton_npu._host import facts
-
-        try:
-            allocation = native().shared_alloc(nbytes, runtime, facts())
-        except (RuntimeNotFoundError, DeviceError) as e:
-            reason = _unavailable[runtime] = str(e)
-            _logger.debug("the %s runtime cannot be opened: %s", runtime, reason)
-        else:
-            return np.asarray(allocation).view(dtype).reshape(shape)
-    _logger.debug(
-        "buffer %s %s in host memory: the %s runtime is unavailable", shape, dtype, runtime
-    )
-    return None
+# ---------------------------------------------------------------------------------------------
+# Other producers
 
 
-def _allocate(shape: Any, dtype: Any, runtime: str | None, fill: Any) -> SharedBuffer:
-    dims = _resolve_shape(shape)
-    dt = _resolve_dtype("float32" if dtype is None else dtype)
-    array = _device_array(dims, dt, resolve_runtime(runtime))
-    if array is None:
-        array = np.empty(dims, dt) if fill is None else np.full(dims, fill, dt)
-    elif fill is not None:
-        array[...] = fill
-    return SharedBuffer(array)
+def dlpack_device(obj: Any) -> tuple[int, int]:
+    """``(device_type, device_id)`` of any DLPack producer (torch tensors without the protocol
+    are read directly)."""
+    fn = getattr(obj, "__dlpack_device__", None)
+    if fn is not None:
+        kind, index = fn()
+        return int(kind), int(index)
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(obj, torch.Tensor) and obj.device.type == "cuda":
+        return kDLROCM, obj.device.index or 0
+    return kDLCPU, 0
 
 
-def empty(
-    shape: int | Iterable[int], dtype: Any = "float32", runtime: str | None = None
-) -> SharedBuffer:
-    """An uninitialised buffer, in memory the `runtime` (default ``npu_config.runtime``)
-    passes to kernels in place when it can be opened, else in host memory."""
-    return _allocate(shape, dtype, runtime, None)
+def as_torch(obj: Any) -> Any:
+    """A torch tensor over `obj` without copying: a tensor itself, or any DLPack producer."""
+    torch = require_torch("as_torch")
+    if isinstance(obj, torch.Tensor):
+        return obj
+    if hasattr(obj, "__dlpack__"):
+        return torch.from_dlpack(obj)
+    raise SharedBufferError(f"{type(obj).__name__} is neither a torch tensor nor a DLPack producer")
 
 
-def zeros(
-    shape: int | Iterable[int], dtype: Any = "float32", runtime: str | None = None
-) -> SharedBuffer:
-    """Like :func:`empty`, filled with zeros."""
-    return _allocate(shape, dtype, runtime, 0)
+def is_on_device(obj: Any, device: Any) -> bool:
+    """Whether `obj` (any DLPack producer) lives on GPU `device` (``"hip:0"``, ``"cuda:1"``);
+    an NPU device holds no framework tensor, so naming one raises."""
+    kind, index = devices_.parse(device)
+    if kind != "HIP":
+        raise SharedBufferError(f"{device!r} cannot hold a framework tensor")
+    found_kind, found_index = dlpack_device(obj)
+    return found_kind in (kDLROCM, kDLCUDA) and found_index == index
 
 
-def ones(
-    shape: int | Iterable[int], dtype: Any = "float32", runtime: str | None = None
-) -> SharedBuffer:
-    """Like :func:`empty`, filled with ones."""
-    return _allocate(shape, dtype, runtime, 1)
+# ---------------------------------------------------------------------------------------------
+# Counters and the pool
 
 
-def full(
-    shape: int | Iterable[int],
-    fill_value: Any,
-    dtype: Any = "float32",
-    runtime: str | None = None,
-) -> SharedBuffer:
-    """Like :func:`empty`, filled with `fill_value` (converted to `dtype`)."""
-    return _allocate(shape, dtype, runtime, fill_value)
-
-
-def _like(other: Any, dtype: Any, runtime: str | None) -> tuple[Any, Any, str | None]:
-    try:
-        shape, other_dtype = tuple(other.shape), other.dtype
-    except AttributeError:
-        raise TypeError(
-            f"expected an array-like with shape and dtype, got {type(other).__name__}"
-        ) from None
-    if runtime is None and isinstance(other, SharedBuffer):
-        runtime = other.runtime
-    return shape, other_dtype if dtype is None else dtype, runtime
-
-
-def empty_like(other: Any, dtype: Any = None, runtime: str | None = None) -> SharedBuffer:
-    """:func:`empty` with `other`'s shape and dtype (a SharedBuffer, numpy array or tensor);
-    the runtime defaults to `other`'s when it is runtime memory."""
-    return empty(*_like(other, dtype, runtime))
-
-
-def zeros_like(other: Any, dtype: Any = None, runtime: str | None = None) -> SharedBuffer:
-    """:func:`zeros` with `other`'s shape and dtype; see :func:`empty_like`."""
-    return zeros(*_like(other, dtype, runtime))
+def hsa_dispatch_counts() -> tuple[int, int]:
+    """``(in_place, staged)``: buffer arguments of this process's HSA launches the runtime
+    passed in place and copied through staging memory. XRT launches are not counted (use
+    :func:`dispatch_counts`); a process that never dispatched through HSA reads ``(0, 0)``.
+    Reading the counts does not open a runtime."""
+    return tuple(native().dispatch_counts("hsa"))
 
 
 def dispatch_counts() -> tuple[int, int]:
-    """``(in_place, staged)``: how many buffer arguments of this process's kernel launches the
-    runtime passed in place and how many it copied through staging memory (upstream's
-    ``hsa_dispatch_counts``, here for both runtimes)."""
+    """``(in_place, staged)`` over the launches of both runtimes."""
     return tuple(native().dispatch_counts())
+
+
+def empty_cache() -> None:
+    """Releases the memory the pool holds (not what live buffers hold)."""
+    POOL.clear()
+
+
+def set_cache_enabled(enabled: bool) -> None:
+    """Turns reuse of closed buffers' memory on (the default) or off; off also empties it."""
+    POOL.set_enabled(enabled)
+
+
+def cache_stats() -> dict[str, int]:
+    """``buffers`` and ``bytes`` the pool holds; ``hits`` (allocations it served) and
+    ``misses`` (allocations that asked the runtime)."""
+    return POOL.stats()
+
+
+# Emptied before interpreter teardown, while the runtimes can still free what it holds.
+atexit.register(set_cache_enabled, False)

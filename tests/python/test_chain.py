@@ -188,13 +188,15 @@ def test_a_warm_cache_runs_no_tool_in_a_new_process(tmp_path: Path):
     assert warm == [], f"a warm cache ran tools: {warm}"
 
 
-def test_bound_buffers_are_used_in_place(tmp_path: Path):
+@pytest.mark.parametrize("runtime", ["hsa", "xrt"])
+def test_bound_buffers_are_used_in_place(runtime: str, tmp_path: Path):
     result = run_chain_script(
         """
         from triton_npu import shared
+        DEV = f"{RUNTIME}:0"
         chain = add_mul_chain()
         x, y = rand(1), rand(2)
-        out = shared.zeros(N, dtype="float32")          # device-shared memory
+        out = shared.zeros(N, dtype="float32", device=DEV)  # device-shared memory
         res = chain.run([x, y, np.empty(N, np.float32), None], intermediate_indices={2},
                         bound_buffers={3: out})
         assert res[3] is out
@@ -204,15 +206,27 @@ def test_bound_buffers_are_used_in_place(tmp_path: Path):
         res = chain.run([x, y, np.empty(N, np.float32), None], bo_key="plain",
                         intermediate_indices={2}, bound_buffers={3: plain})
         np.testing.assert_allclose(plain, (x + y) * y, rtol=1e-6)
-        print(json.dumps({"shared": shared_run, "plain": chain.last_dispatch}))
+        plain_run = dict(chain.last_dispatch)
+        # upstream's zero-copy call: every operand bound, by its buffer object under XRT (the
+        # buffer itself under HSA), the host views passed as the inputs
+        a, b = shared.from_tensor(x, device=DEV), shared.from_tensor(y, device=DEV)
+        c = shared.empty(N, dtype="float32", device=DEV)
+        handle = (lambda s: s.bo) if RUNTIME == "xrt" else (lambda s: s)
+        chain.run([a.numpy(), b.numpy(), np.empty(N, np.float32), c.numpy()], bo_key="zero",
+                  intermediate_indices={2}, output_indices={3},
+                  bound_buffers={0: handle(a), 1: handle(b), 3: handle(c)})
+        np.testing.assert_allclose(c.numpy(), (x + y) * y, rtol=1e-6)
+        print(json.dumps({"shared": shared_run, "plain": plain_run,
+                          "zero": chain.last_dispatch}))
         """,
-        "xrt",
+        runtime,
         harness_env(tmp_path),
     )
     # Runtime-shared memory is passed in place like the chain's own buffers; ordinary memory
     # is staged by the runtime (and written back, being an output).
     assert (result["shared"]["in_place"], result["shared"]["staged"]) == (4, 0), result
     assert (result["plain"]["in_place"], result["plain"]["staged"]) == (3, 1), result
+    assert (result["zero"]["in_place"], result["zero"]["staged"]) == (4, 0), result
 
 
 def test_buffer_sets_is_answered_while_a_run_is_on_the_device(tmp_path: Path):

@@ -68,7 +68,7 @@ SCRIPT = HEADER + textwrap.dedent(
     xs = np.arange(N, dtype=np.float32)
     x_ro = shared.from_numpy(xs)
     xs.flags.writeable = False
-    good = shared.zeros(N)
+    good = shared.zeros(N, device=f"{sys.argv[1]}:0")
     attempt("numpy_read_only_input", x_ro, y, good)
     results["numpy_read_only_input"]["right"] = bool((good.numpy() == xs + 2.0).all())
 
@@ -84,7 +84,7 @@ SCRIPT = HEADER + textwrap.dedent(
         mapped_tensor = torch.frombuffer(mapped, dtype=torch.float32)
     attempt("mmap_read_only_tensor_output", x, y, mapped_tensor)
     results["mmap_read_only_tensor_output"]["untouched"] = bool((mapped_tensor == 5.0).all())
-    attempt("mmap_read_only_numpy_output", x, y, shared.SharedBuffer(np.frombuffer(mapped, np.float32)))
+    attempt("mmap_read_only_numpy_output", x, y, shared.SharedBuffer._over(np.frombuffer(mapped, np.float32)))
     # An array that claims to be writable over the same read-only pages.
     address = np.frombuffer(mapped, np.float32).__array_interface__["data"][0]
     claimed = np.ctypeslib.as_array((ctypes.c_float * N).from_address(address))

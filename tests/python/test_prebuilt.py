@@ -48,7 +48,7 @@ def test_a_plain_store_before_each_dispatch_is_what_each_dispatch_reads(tmp_path
         out = {"name": k.name, "runtime": k.runtime, "variables": k.variables}
         params = k.variable("scratch-pad-ctrl").view(np.float32)
         out["variable_shape"] = list(params.shape)
-        a = shared.zeros(N); a.numpy()[:] = np.arange(N, dtype=np.float32)
+        a = shared.zeros(N, device=f"{k.runtime}:0"); a.numpy()[:] = np.arange(N, dtype=np.float32)
         results = []
         for step in range(5):
             value = 1000.0 * step + 0.5

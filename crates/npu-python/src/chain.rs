@@ -11,7 +11,6 @@
 //! GIL held could deadlock.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -25,7 +24,6 @@ use pyo3::types::{PyBytes, PyDict, PyString};
 
 use crate::errors::{config_error, driver_error};
 use crate::host::host_from;
-use crate::launcher::{DISPATCHED_IN_PLACE, DISPATCHED_STAGED};
 
 /// Bad chain input is a `ValueError` (`NPUInputError`), as upstream raises it.
 fn chain_error(e: DriverError) -> PyErr {
@@ -345,6 +343,8 @@ impl PyCompiledChain {
 pub struct PyChainRunner {
     inner: Mutex<Option<Arc<ChainRunner>>>,
     name: String,
+    /// The runtime it dispatches on, for the per-runtime dispatch counts.
+    runtime: RuntimeKind,
 }
 
 /// A flat, C-contiguous `uint8` numpy array's memory.
@@ -436,6 +436,7 @@ impl PyChainRunner {
         Ok(PyChainRunner {
             inner: Mutex::new(Some(Arc::new(runner))),
             name,
+            runtime: config.runtime,
         })
     }
 
@@ -501,8 +502,7 @@ impl PyChainRunner {
         };
         let report = crate::interrupt::detach_interruptible(py, || runner.run(&request))?
             .map_err(chain_error)?;
-        DISPATCHED_IN_PLACE.fetch_add(report.in_place.into(), Ordering::Relaxed);
-        DISPATCHED_STAGED.fetch_add(report.staged.into(), Ordering::Relaxed);
+        crate::shared::record_dispatch(self.runtime, report.in_place.into(), report.staged.into());
         let out = PyDict::new(py);
         out.set_item("in_place", report.in_place)?;
         out.set_item("staged", report.staged)?;

@@ -7,7 +7,6 @@
 //! the IR again.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use npu_driver::{Host, KernelRequest, Prepared};
@@ -55,9 +54,6 @@ thread_local! {
     /// benchmarker (per thread, so another thread's kernels do not pollute a measurement).
     static LAST_DISPATCH: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
 }
-/// Buffer arguments of this process's dispatches passed in place / staged (`shared.rs`).
-pub(crate) static DISPATCHED_IN_PLACE: AtomicU64 = AtomicU64::new(0);
-pub(crate) static DISPATCHED_STAGED: AtomicU64 = AtomicU64::new(0);
 
 #[pyclass(module = "triton_npu._native", name = "NPULauncher", frozen)]
 pub struct Launcher {
@@ -173,8 +169,11 @@ impl Launcher {
                     .map_err(|e| self.dispatch_error(e))?;
             let ns = u64::try_from(report.device_time.as_nanos()).unwrap_or(u64::MAX);
             LAST_DISPATCH.with(|d| d.set((d.get().0 + 1, ns)));
-            DISPATCHED_IN_PLACE.fetch_add(report.in_place.into(), Ordering::Relaxed);
-            DISPATCHED_STAGED.fetch_add(report.staged.into(), Ordering::Relaxed);
+            crate::shared::record_dispatch(
+                self.runtime,
+                report.in_place.into(),
+                report.staged.into(),
+            );
         }
         self.exit(&args.get_item(8)?, &launch_metadata)
     }

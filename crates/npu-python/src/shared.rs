@@ -6,10 +6,11 @@
 //! their `base`; the memory is freed when the allocation and every view of it are gone.
 //!
 //! A runtime that cannot be opened (no ROCr, no XRT, no device) raises `RuntimeNotFoundError`
-//! or a `DeviceError` (`triton_npu.errors`), so the Python side can fall back to host memory,
-//! while a failure of an open runtime to allocate raises `RuntimeError`.
+//! or a `DeviceError` (`triton_npu.errors`), and a failure of an open runtime to allocate
+//! raises `RuntimeError`; the Python side reports each as a `SharedBufferError` carrying it.
 
-use std::sync::atomic::Ordering;
+use std::collections::BTreeMap;
+use std::sync::{Mutex, PoisonError};
 
 use npu_driver::runtimes;
 use npu_runtime::SharedBuffer;
@@ -20,7 +21,6 @@ use pyo3::types::PyDict;
 
 use crate::errors::{config_error, driver_error};
 use crate::host::host_from;
-use crate::launcher::{DISPATCHED_IN_PLACE, DISPATCHED_STAGED};
 
 /// One shared buffer, owned by Python; dropping the last reference frees it.
 #[pyclass(module = "triton_npu._native", name = "SharedAllocation", frozen)]
@@ -113,14 +113,34 @@ fn shared_alloc(
     })
 }
 
-/// `(in_place, staged)`: buffer arguments of this process's kernel launches that the runtime
-/// passed in place (inside a shared buffer) and that it copied through staging memory.
+/// Buffer arguments of this process's dispatches, per runtime: `(in_place, staged)`.
+/// Per runtime because upstream's `hsa_dispatch_counts` counts HSA dispatches only.
+static DISPATCHED: Mutex<BTreeMap<&'static str, (u64, u64)>> = Mutex::new(BTreeMap::new());
+
+/// Counts one dispatch's buffer arguments under the runtime that ran it.
+pub(crate) fn record_dispatch(runtime: RuntimeKind, in_place: u64, staged: u64) {
+    let mut counts = DISPATCHED.lock().unwrap_or_else(PoisonError::into_inner);
+    let entry = counts.entry(runtime.as_str()).or_default();
+    entry.0 += in_place;
+    entry.1 += staged;
+}
+
+/// `dispatch_counts(runtime=None)` → `(in_place, staged)`: buffer arguments of this process's
+/// kernel launches that the runtime passed in place (inside a shared buffer) and that it
+/// copied through staging memory; of every runtime, or of the one named.
 #[pyfunction]
-fn dispatch_counts() -> (u64, u64) {
-    (
-        DISPATCHED_IN_PLACE.load(Ordering::Relaxed),
-        DISPATCHED_STAGED.load(Ordering::Relaxed),
-    )
+#[pyo3(signature = (runtime = None))]
+fn dispatch_counts(runtime: Option<&str>) -> PyResult<(u64, u64)> {
+    let kind = runtime
+        .map(|r| RuntimeKind::parse_named(r, "the runtime argument").map_err(config_error))
+        .transpose()?;
+    let counts = DISPATCHED.lock().unwrap_or_else(PoisonError::into_inner);
+    Ok(match kind {
+        Some(kind) => counts.get(kind.as_str()).copied().unwrap_or_default(),
+        None => counts
+            .values()
+            .fold((0, 0), |(i, s), (ci, cs)| (i + ci, s + cs)),
+    })
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
