@@ -116,6 +116,7 @@ def test_the_suite_covers_every_kind_of_kernel():
         "vec-add",
         "relu",
         "axpy",
+        "llm-blocks",
     }
     for name in SUITE_EXAMPLES:
         scripts = list((SUITE / name).glob("*.py"))

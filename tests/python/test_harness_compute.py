@@ -5,6 +5,9 @@ triton-shared-opt prints.
   kind) parses and verifies with upstream MLIR (iree-base-compiler's bindings).
 * A kernel whose result depends on a scalar the NPU never receives is refused when it runs,
   with the reason, under both runtimes; with the scalar a tl.constexpr it computes.
+* A matmul whose sizes are not whole launch tiles (constexprs M and N, upstream's actual-sizes
+  rule) computes with mlir-air's split-launch-for-padding: its boundary tiles read only the
+  actual rows of A and columns of B, and write only the actual part of C.
 * Triton 3.9's frontend has removed tl.make_block_ptr: a kernel that uses it fails with
   Triton's own message before anything reaches the backend.
 """
@@ -152,3 +155,55 @@ def test_block_pointers_fail_in_tritons_frontend_with_its_message(tmp_path: Path
     assert r.returncode == 0, r.stdout + r.stderr
     assert "Block pointers have been removed in favor of the tensor descriptor API" in r.stdout
     assert "UNTOUCHED True" in r.stdout
+
+
+PADDED_MATMUL = """
+import json, sys
+import torch
+import triton
+import triton.language as tl
+from triton.backends.amd_triton_npu.driver import NPUDriver
+
+
+@triton.jit
+def matmul_kernel(A, B, C, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr,
+                  BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr):
+    offs_m = tl.program_id(0) * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
+    offs_n = tl.program_id(1) * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
+    offs_k = tl.arange(0, K)
+    a = tl.load(A + offs_m[:, None] * K + offs_k[None, :])
+    b = tl.load(B + offs_k[:, None] * N + offs_n[None, :])
+    tl.store(C + offs_m[:, None] * 128 + offs_n[None, :], tl.dot(a, b))
+
+
+triton.runtime.driver.set_active(NPUDriver(sys.argv[1]))
+torch.manual_seed(16)
+M, N, K = 100, 70, 64
+# A and B hold only the actual rows and columns; C holds whole 64x64 tiles (128x128).
+a = torch.randn(M, K, dtype=torch.bfloat16)
+b = torch.randn(K, N, dtype=torch.bfloat16)
+c = torch.full((128, 128), -7.0)
+matmul_kernel[(2, 2)](a, b, c, M, N, K, BLOCK_SIZE_M=64, BLOCK_SIZE_N=64)
+ref = a.float() @ b.float()
+print(json.dumps({
+    "actual": torch.allclose(c[:M, :N], ref, atol=1e-3, rtol=1e-4),
+    "rows_untouched": bool((c[M:, :] == -7.0).all()),
+    "cols_untouched": bool((c[:, N:] == -7.0).all()),
+}))
+"""
+
+
+@pytest.mark.parametrize("runtime", ["xrt", "hsa"])
+def test_a_matmul_cut_by_its_actual_sizes_reads_and_writes_only_them(runtime: str, tmp_path: Path):
+    script = tmp_path / "padded.py"
+    script.write_text(PADDED_MATMUL)
+    r = subprocess.run(
+        [sys.executable, str(script), runtime],
+        capture_output=True,
+        text=True,
+        env=harness_env(tmp_path),
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    assert result == {"actual": True, "rows_untouched": True, "cols_untouched": True}, result

@@ -476,6 +476,57 @@ print(json.dumps({
     }
 
 
+@pytest.mark.parametrize("runtime", ["hsa", "xrt"])
+def test_last_dispatched_module_relaunches_the_last_kernel_without_the_jit(
+    runtime: str, tmp_path: Path
+):
+    # Upstream's gpt2/qwen2_5 kernels keep `_last_dispatched_module` per shape and call its
+    # `launch(gridX, gridY, gridZ, None, None, None, None, *args, *constexprs)` afterwards.
+    env = harness_env(
+        tmp_path, AMD_TRITON_NPU_RUNTIME=runtime, AIR_TRANSFORM_TILING_SCRIPT=CENTRED_SCHEDULE
+    )
+    result = _json_script(
+        tmp_path,
+        KERNELS
+        + """
+from triton.backends.amd_triton_npu import driver
+from triton.backends.amd_triton_npu.driver import NPUDriver
+triton.runtime.driver.set_active(NPUDriver())
+before = driver._last_dispatched_module
+x = torch.randn(2048)
+y = torch.zeros_like(x)
+centred_kernel[(2,)](x, y, 2048, BLOCK=1024)
+from triton.backends.amd_triton_npu.driver import _last_dispatched_module as mod
+first_ok = torch.allclose(y, reference(x, 1024), atol=1e-5)
+x2 = torch.randn(2048) * 3
+y2 = torch.zeros_like(x2)
+mod.launch(2, 1, 1, None, None, None, None, x2, y2, 2048, 1024)
+# The fast path runs the kernel again (another launch of the same grid), not Triton's JIT.
+again = driver._last_dispatched_module
+try:
+    mod.launch(2, 1, 1, None, None, None, None, x2, y2)
+    short = None
+except TypeError as e:
+    short = str(e)
+try:
+    mod.launch(2, 1)
+    no_grid = None
+except TypeError as e:
+    no_grid = str(e)
+print(json.dumps({
+    "before": before is None, "first": first_ok,
+    "fast": torch.allclose(y2, reference(x2, 1024), atol=1e-5),
+    "same_launcher": again.launcher is mod.launcher,
+    "short": short, "no_grid": no_grid,
+}))
+""",
+        env,
+    )
+    assert "centred_kernel takes 4 arguments" in result.pop("short")
+    assert "launch expects (gridX, gridY, gridZ" in result.pop("no_grid")
+    assert result == {"before": True, "first": True, "fast": True, "same_launcher": True}
+
+
 @pytest.mark.parametrize(
     ("device", "configured", "expected"),
     [
@@ -692,6 +743,75 @@ def test_npu1_skips_what_upstream_cannot_run_scriptless(tmp_path: Path):
             "legalize on npu1",
         )
     }
+
+
+MODEL_SCRIPT = """
+import os
+import sys
+
+import torch
+import triton
+import triton.language as tl
+
+sys.path.append(os.path.abspath(".."))
+import benchmark
+
+
+@triton.jit
+def add_kernel(A, B, C, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(C + offs, tl.load(A + offs) + tl.load(B + offs))
+
+
+def load_model():
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained("tiny")
+
+
+if __name__ == "__main__":
+    print("model:", load_model())
+    benchmark.select_npu_backend()
+    a, b = torch.randn(1024), torch.randn(1024)
+    c = torch.empty_like(a)
+    add_kernel[(1,)](a, b, c, BLOCK=1024)
+    torch.testing.assert_close(c, a + b)
+"""
+
+
+def test_model_scripts_are_skipped_without_transformers_and_run_with_it(tmp_path: Path):
+    examples = tmp_path / "examples"
+    (examples / "tiny_llm").mkdir(parents=True)
+    shutil.copy(UPSTREAM_API / "benchmark.py", examples / "benchmark.py")
+    shutil.copy(UPSTREAM_API / "vec-add" / "transform_aie2p.mlir", examples / "tiny_llm")
+    (examples / "tiny_llm" / "tiny_inference.py").write_text(MODEL_SCRIPT)
+    env = harness_env(tmp_path)
+    probe = subprocess.run([sys.executable, "-c", "import transformers"], env=env)
+    if probe.returncode == 0:
+        pytest.skip("transformers is installed here: the skip cannot be observed")
+    args = [str(examples), "-t", "tiny_llm", "--device", "aie2p"]
+    r = _test_examples(args, env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert _rows(r.stdout) == {
+        "tiny_llm/tiny_inference.py": (
+            "SKIP",
+            "needs transformers and model weights: pip install triton-npu[models] (the "
+            "weights download from the Hugging Face Hub at first run)",
+        )
+    }, r.stdout
+    # With a `transformers` importable (a stand-in package: this machine has neither the
+    # package nor weights), the same script runs and passes.
+    fake = tmp_path / "site" / "transformers"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text(
+        "class AutoModelForCausalLM:\n"
+        "    @staticmethod\n"
+        "    def from_pretrained(name):\n"
+        "        return name\n"
+    )
+    r = _test_examples(args, {**env, "PYTHONPATH": str(fake.parent)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert _rows(r.stdout) == {"tiny_llm/tiny_inference.py": ("PASS", "")}, r.stdout
 
 
 def test_upstream_api_scripts_import_only_upstreams_names():

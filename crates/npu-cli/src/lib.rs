@@ -13,6 +13,7 @@ pub mod compile;
 pub mod config;
 pub mod doctor;
 pub mod hsaco;
+pub mod model_scripts;
 pub mod run;
 pub mod test_examples;
 pub mod transform;

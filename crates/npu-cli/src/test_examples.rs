@@ -12,7 +12,8 @@
 //! As upstream's runner: without `--select`, the examples of its default skip list are not run,
 //! and an example with no `transform_<device>.mlir` runs scriptless unless upstream lists it as
 //! unable to (`SCRIPTLESS_UNSUPPORTED`); either way the report shows it as skipped, with the
-//! reason.
+//! reason. A script that imports `transformers` (upstream's whole-model scripts) is skipped,
+//! saying what to install, when the interpreter cannot find it (`model_scripts`).
 
 use std::io::{self, Write};
 use std::os::unix::process::ExitStatusExt;
@@ -442,7 +443,15 @@ fn run_all(args: &TestExamplesArgs, host: &Host) -> Result<Vec<ScriptRun>, Examp
             );
             let _ = io::stdout().flush();
             let started = Instant::now();
-            let outcome = run_script(&python, example, script, &log, timeout)?;
+            let missing = crate::model_scripts::missing_dependency(&python, script, &example.dir)
+                .map_err(|source| ExamplesError::Run {
+                script: script.to_owned(),
+                source,
+            })?;
+            let outcome = match missing {
+                Some(reason) => Outcome::Skipped(reason.to_owned()),
+                None => run_script(&python, example, script, &log, timeout)?,
+            };
             let run = ScriptRun {
                 example: example.name.clone(),
                 script: file_name,

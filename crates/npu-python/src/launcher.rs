@@ -131,8 +131,9 @@ impl Launcher {
     /// `launcher(gridX, gridY, gridZ, stream, function, packed_metadata, launch_metadata,
     /// enter_hook, exit_hook, *args)`.
     #[pyo3(signature = (*args))]
-    fn __call__(&self, py: Python<'_>, args: &Bound<'_, PyTuple>) -> PyResult<()> {
+    fn __call__(slf: &Bound<'_, Self>, args: &Bound<'_, PyTuple>) -> PyResult<()> {
         const FIXED: usize = 9;
+        let (this, py) = (slf.get(), slf.py());
         if args.len() < FIXED {
             return Err(PyTypeError::new_err(format!(
                 "NPULauncher expects (gridX, gridY, gridZ, stream, function, packed_metadata, \
@@ -151,22 +152,25 @@ impl Launcher {
             enter_hook.call1((&launch_metadata,))?;
         }
         let kernel_args = args.get_slice(FIXED, args.len());
-        let buffers = self.buffers(&kernel_args)?;
+        let buffers = this.buffers(&kernel_args)?;
         if grid.contains(&0) {
-            return self.exit(&args.get_item(8)?, &launch_metadata);
+            return this.exit(&args.get_item(8)?, &launch_metadata);
         }
-        let prepared = if self.compile_only_now()? {
+        let function = args.get_item(4)?;
+        let prepared = if this.compile_only_now()? {
             // Build and cache, never dispatch (upstream's compile-only); the loaded-kernel
             // table is skipped so that a kernel loaded earlier is not run.
-            self.prepare(py, grid, &args.get_item(4)?, false)?
+            this.prepare(py, grid, &function, false)?
         } else {
-            self.prepared(py, grid, &args.get_item(4)?)?
+            this.prepared(py, grid, &function)?
         };
+        // As upstream, the kernel about to be dispatched is the last dispatched module.
+        crate::dispatched::record(slf, &function);
         if prepared.loaded.is_some() {
             // Ctrl-C or SIGTERM stops the wait for the device (KeyboardInterrupt here).
             let report =
                 crate::interrupt::detach_interruptible(py, || prepared.dispatch(&buffers, None))?
-                    .map_err(|e| self.dispatch_error(e))?;
+                    .map_err(|e| this.dispatch_error(e))?;
             let ns = u64::try_from(report.device_time.as_nanos()).unwrap_or(u64::MAX);
             LAST_DISPATCH.with(|d| d.set((d.get().0 + 1, ns)));
             crate::shared::record_dispatch(
@@ -175,7 +179,7 @@ impl Launcher {
                 report.staged.into(),
             );
         }
-        self.exit(&args.get_item(8)?, &launch_metadata)
+        this.exit(&args.get_item(8)?, &launch_metadata)
     }
 
     /// The cache directory of the kernel's artifacts once it has been launched (upstream's

@@ -11,6 +11,7 @@ mod cache;
 mod chain;
 mod cli;
 mod config;
+mod dispatched;
 mod errors;
 mod host;
 mod interrupt;
@@ -33,6 +34,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     toolchain::register(m)?;
     ir::register(m)?;
     launcher::register(m)?;
+    dispatched::register(m)?;
     chain::register(m)?;
     shared::register(m)?;
     prebuilt::register(m)?;

@@ -192,10 +192,18 @@ def get_npu_device_info(runtime: str | None = None) -> list[dict]:
 
 
 def __getattr__(name: str) -> Any:
-    # Upstream's driver module exports the launcher class. Ours is native, and importing this
+    # Upstream's driver module exports these names. Ours are native, and importing this
     # module must not load the native module (Triton imports it at `import triton`).
     if name == "NPULauncher":
         from triton_npu._loader import native
 
         return native().NPULauncher
+    if name == "_last_dispatched_module":
+        # Upstream's module variable, read at every access: the kernel of the process's last
+        # launch, whose ``launch(gridX, gridY, gridZ, kernel_metadata, launch_metadata,
+        # enter_hook, exit_hook, *args)`` dispatches it again without Triton's JIT (upstream's
+        # LLM examples keep one per shape as a fast path); ``None`` before the first launch.
+        from triton_npu._loader import native
+
+        return native().last_dispatched_module()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -31,6 +31,7 @@ const FMA: u32 = 19;
 const CAST: u32 = 20;
 const DOT: u32 = 21;
 const REDUCE: u32 = 22;
+const ACTUAL: u32 = 23;
 /// `BIN + index` in the table of binary ops.
 const BIN: u32 = 0x100;
 /// `UN + index` in the table of unary ops.
@@ -70,6 +71,7 @@ fn op_words(op: &Op) -> (u32, Vec<u32>) {
     match op {
         Op::Launch => (LAUNCH, vec![]),
         Op::Grid(g) => (GRID, g.to_vec()),
+        Op::Actual(s) => (ACTUAL, s.to_vec()),
         Op::Ptr { arg, elem } => (PTR, vec![u32::from(*arg), elem.code()]),
         Op::ProgramId(a) => (PROGRAM_ID, vec![u32::from(*a)]),
         Op::NumPrograms(a) => (NUM_PROGRAMS, vec![u32::from(*a)]),
@@ -192,6 +194,10 @@ fn decode_op(code: u32, w: &[u32]) -> Result<Op, String> {
         GRID => {
             arity(3)?;
             Op::Grid([w[0], w[1], w[2]])
+        }
+        ACTUAL => {
+            arity(3)?;
+            Op::Actual([w[0], w[1], w[2]])
         }
         PTR => {
             arity(2)?;

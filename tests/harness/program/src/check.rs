@@ -46,6 +46,7 @@ pub const MAX_BLOCK: usize = 1 << 24;
 pub fn check(p: &Program) -> Result<Vec<Types>, ProgramError> {
     let mut launches = vec![Vec::new()];
     let mut grid_seen = false;
+    let mut actual_seen = false;
     let mut ops_in_launch = 0;
     for (i, op) in p.ops.iter().enumerate() {
         let fail = |why: String| ProgramError::Format(format!("op {i} ({op:?}): {why}"));
@@ -53,7 +54,18 @@ pub fn check(p: &Program) -> Result<Vec<Types>, ProgramError> {
             Op::Launch => {
                 launches.push(Vec::new());
                 grid_seen = false;
+                actual_seen = false;
                 ops_in_launch = 0;
+                continue;
+            }
+            Op::Actual(sizes) => {
+                if !grid_seen || actual_seen || ops_in_launch > 0 {
+                    return Err(fail("actual sizes follow the launch's grid, once".into()));
+                }
+                if sizes.contains(&0) {
+                    return Err(fail("actual sizes must be positive".into()));
+                }
+                actual_seen = true;
                 continue;
             }
             Op::Grid(g) => {
@@ -114,7 +126,7 @@ fn infer(p: &Program, types: &Types, op: &Op) -> Result<Option<Type>, String> {
     };
     let numel = |s: &[u32]| s.iter().map(|d| *d as usize).product::<usize>();
     Ok(Some(match op {
-        Op::Launch | Op::Grid(_) => return Ok(None),
+        Op::Launch | Op::Grid(_) | Op::Actual(_) => return Ok(None),
         Op::Ptr { arg, elem } => {
             if *arg >= p.num_args {
                 return Err(format!(

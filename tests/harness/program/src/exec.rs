@@ -4,6 +4,7 @@
 
 use crate::check::{Elem, Type, Types};
 use crate::ops::{BinOp, CastOp, FPred, IPred, Op, UnOp, V};
+use crate::padding::Padding;
 use crate::{DType, Program, ProgramError};
 
 /// Where one element a store writes lands.
@@ -85,6 +86,7 @@ pub fn execute(
                 _ => None,
             })
             .unwrap_or([1, 1, 1]);
+        let padding = Padding::of(ops, types);
         for z in 0..grid[2] {
             for y in 0..grid[1] {
                 for x in 0..grid[0] {
@@ -95,6 +97,8 @@ pub fn execute(
                         bf16_emulation: p.bf16_emulation,
                         types,
                         coverage,
+                        padding: padding.as_ref(),
+                        at: 0,
                     };
                     instance.run(ops, args).map_err(|why| {
                         ProgramError::Execute(format!(
@@ -120,6 +124,10 @@ struct Instance<'a> {
     bf16_emulation: bool,
     types: &'a Types,
     coverage: &'a dyn Coverage,
+    /// The launch's cut boundary tiles, when it has actual sizes.
+    padding: Option<&'a Padding>,
+    /// The index of the op being run, within the launch.
+    at: usize,
 }
 
 fn strides(shape: &[u32]) -> Vec<usize> {
@@ -160,10 +168,11 @@ impl Instance<'_> {
 
     fn run(&mut self, ops: &[Op], args: &mut [&mut [u8]]) -> Result<(), String> {
         let mut vals: Vec<Val> = Vec::with_capacity(self.types.len());
-        for op in ops {
-            if matches!(op, Op::Grid(_)) {
+        for (at, op) in ops.iter().enumerate() {
+            if matches!(op, Op::Grid(_) | Op::Actual(_)) {
                 continue;
             }
+            self.at = at;
             let out = self.step(op, &vals, args)?;
             if let Some(v) = out {
                 vals.push(v);
@@ -184,7 +193,7 @@ impl Instance<'_> {
             Elem::Data(t) | Elem::Ptr { elem: t, .. } => t,
         };
         Ok(Some(match op {
-            Op::Launch | Op::Grid(_) => return Ok(None),
+            Op::Launch | Op::Grid(_) | Op::Actual(_) => return Ok(None),
             Op::Ptr { .. } => Val::Ptr(vec![0]),
             Op::ProgramId(a) => Val::Data(vec![f64::from(self.pid[*a as usize])]),
             Op::NumPrograms(a) => Val::Data(vec![f64::from(self.grid[*a as usize])]),
@@ -237,6 +246,11 @@ impl Instance<'_> {
                 let offsets = vals[*ptr as usize].ptr();
                 let mut out = Vec::with_capacity(offsets.len());
                 for (i, off) in offsets.iter().enumerate() {
+                    if self.cut(*ptr, i) {
+                        // Beyond the actual sizes: never read, the L2 tile holds zeros.
+                        out.push(0.0);
+                        continue;
+                    }
                     if mask.is_some_and(|m| d(&m)[i] == 0.0) {
                         // Masked off: `other`, else what an uninitialised buffer gives back —
                         // NaN makes a kernel that uses such lanes visibly wrong.
@@ -269,6 +283,9 @@ impl Instance<'_> {
                 let len = buf.len() / elem.size();
                 let offsets = vals[*ptr as usize].ptr();
                 for (i, (off, v)) in offsets.iter().zip(d(value)).enumerate() {
+                    if self.cut(*ptr, i) {
+                        continue;
+                    }
                     if mask.is_some_and(|m| d(&m)[i] == 0.0) {
                         continue;
                     }
@@ -384,6 +401,13 @@ impl Instance<'_> {
                 Val::Data(out)
             }
         }))
+    }
+
+    /// Whether element `i` the current load or store moves through `ptr` lies beyond the
+    /// launch's actual sizes (see [`Padding`]).
+    fn cut(&self, ptr: V, i: usize) -> bool {
+        self.padding
+            .is_some_and(|p| p.cut(self.at, self.pid, &self.ty(ptr).shape, i))
     }
 
     fn reindex(&self, v: &Val, indices: &[usize]) -> Val {

@@ -19,6 +19,7 @@ mod check;
 mod dtype;
 mod exec;
 mod ops;
+mod padding;
 pub mod samples;
 mod text;
 
@@ -123,6 +124,22 @@ impl Program {
         }
         if launch_start {
             out.push(Op::Grid(grid));
+        }
+        self.ops = out;
+    }
+
+    /// Gives every launch `sizes` as its actual sizes, right after its grid (the stand-in
+    /// air-opt's `air-wrap-func-with-parallel{actual-sizes=M,N,K}`); call after
+    /// [`Program::set_grid`]. A launch that has actual sizes keeps them.
+    pub fn set_actual_sizes(&mut self, sizes: [u32; 3]) {
+        let mut out = Vec::with_capacity(self.ops.len() + 1);
+        let mut ops = std::mem::take(&mut self.ops).into_iter().peekable();
+        while let Some(op) = ops.next() {
+            let after_grid = matches!(op, Op::Grid(_));
+            out.push(op);
+            if after_grid && !matches!(ops.peek(), Some(Op::Actual(_))) {
+                out.push(Op::Actual(sizes));
+            }
         }
         self.ops = out;
     }

@@ -287,6 +287,10 @@ pub enum Op {
     /// The launch grid (`air-wrap-func-with-parallel{loop-bounds=X,Y,Z}`); the launch runs
     /// once per program instance. Defaults to `1 1 1`.
     Grid([u32; 3]),
+    /// The launch's actual sizes `M N K` (`air-wrap-func-with-parallel{actual-sizes=M,N,K}`):
+    /// mlir-air's `air-split-launch-for-padding` (run by aircc) cuts the boundary launch tiles
+    /// of a matmul to them — see `exec::Padding`. Follows the grid.
+    Actual([u32; 3]),
     /// `%v = ptr argK T`: the pointer parameter K (counted among pointer parameters).
     Ptr {
         arg: u8,
@@ -395,7 +399,10 @@ pub enum Op {
 impl Op {
     /// Whether the op defines a value.
     pub fn has_result(&self) -> bool {
-        !matches!(self, Op::Launch | Op::Grid(_) | Op::Store { .. })
+        !matches!(
+            self,
+            Op::Launch | Op::Grid(_) | Op::Actual(_) | Op::Store { .. }
+        )
     }
 
     /// The values the op reads.
@@ -403,6 +410,7 @@ impl Op {
         match self {
             Op::Launch
             | Op::Grid(_)
+            | Op::Actual(_)
             | Op::Ptr { .. }
             | Op::ProgramId(_)
             | Op::NumPrograms(_)

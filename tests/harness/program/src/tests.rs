@@ -477,3 +477,93 @@ fn dot_of_i16_wraps_its_i32_sums() {
     p.execute(&mut [&mut a, &mut b, &mut c]).unwrap();
     assert_eq!(read_i32s(&c), [i32::MIN, -32768 * 7, -32768 * 3, 11]);
 }
+
+/// `C = A·B` tiled over a 2×2 grid of 4×4 output tiles, K = 3: A is `m_rows×3` (row-major),
+/// B is `3×5`, C is `8×8`; `actual` adds the launch's actual sizes.
+fn padded_dot_program(actual: Option<[u32; 3]>) -> Program {
+    let actual = actual.map_or(String::new(), |[m, n, k]| format!("actual {m} {n} {k}\n"));
+    let text = format!(
+        "args 3\ngrid 2 2 1\n{actual}%0 = ptr arg0 f32\n%1 = ptr arg1 f32\n%2 = ptr arg2 f32\n\
+         %3 = program_id 0\n%4 = program_id 1\n%5 = const i32 [] 4\n%6 = muli %3 %5\n\
+         %7 = muli %4 %5\n%8 = range 0 4\n%9 = splat %6 [4]\n%10 = addi %9 %8\n\
+         %11 = splat %7 [4]\n%12 = addi %11 %8\n%13 = range 0 3\n\
+         %14 = expand_dims %10 1\n%15 = const i32 [4,1] 3\n%16 = muli %14 %15\n\
+         %17 = broadcast %16 [4,3]\n%18 = expand_dims %13 0\n%19 = broadcast %18 [4,3]\n\
+         %20 = addi %17 %19\n%21 = splat %0 [4,3]\n%22 = addptr %21 %20\n%23 = load %22\n\
+         %24 = expand_dims %13 1\n%25 = const i32 [3,1] 5\n%26 = muli %24 %25\n\
+         %27 = broadcast %26 [3,4]\n%28 = expand_dims %12 0\n%29 = broadcast %28 [3,4]\n\
+         %30 = addi %27 %29\n%31 = splat %1 [3,4]\n%32 = addptr %31 %30\n%33 = load %32\n\
+         %34 = const f32 [4,4] 0.0\n%35 = dot %23 %33 %34\n\
+         %36 = const i32 [4,1] 8\n%37 = muli %14 %36\n%38 = broadcast %37 [4,4]\n\
+         %39 = broadcast %28 [4,4]\n%40 = addi %38 %39\n%41 = splat %2 [4,4]\n\
+         %42 = addptr %41 %40\nstore %42 %35\n"
+    );
+    Program::parse_text(&text).unwrap()
+}
+
+#[test]
+fn actual_sizes_cut_the_boundary_tiles_of_a_matmul() {
+    // mlir-air's air-split-launch-for-padding: A holds only the 6 actual rows and B the 5
+    // actual columns; the tiles that cross them read zeros there and store only the actual
+    // part of C (the rest of C keeps its -1s).
+    let (m, n, k) = (6usize, 5usize, 3usize);
+    let av: Vec<f32> = (0..m * k).map(|x| x as f32 * 0.5 - 2.0).collect();
+    let bv: Vec<f32> = (0..k * n).map(|x| (x % 4) as f32 - 1.5).collect();
+    let run = |p: &Program| {
+        let (mut a, mut b, mut c) = (f32s(&av), f32s(&bv), f32s(&[-1.0; 64]));
+        p.execute(&mut [&mut a, &mut b, &mut c])
+            .map(|()| read_f32s(&c))
+    };
+    let c = run(&padded_dot_program(Some([6, 5, 1]))).unwrap();
+    for i in 0..8 {
+        for j in 0..8 {
+            let want = if i < m && j < n {
+                (0..k)
+                    .map(|kk| av[i * k + kk] * bv[kk * n + j])
+                    .sum::<f32>()
+            } else {
+                -1.0
+            };
+            assert_eq!(c[i * 8 + j], want, "c[{i}][{j}]");
+        }
+    }
+    // Without the actual sizes the boundary tiles read past A, as the kernel says.
+    let e = run(&padded_dot_program(None)).unwrap_err().to_string();
+    assert!(
+        e.contains("program (1, 0, 0): loads element 18 of argument 0"),
+        "{e}"
+    );
+    // Sizes that leave nothing to cut change nothing.
+    let (mut a, mut b) = (f32s(&[1.0; 24]), f32s(&[1.0; 15]));
+    let p = padded_dot_program(Some([8, 8, 1]));
+    let mut c = f32s(&[0.0; 64]);
+    let e = p
+        .execute(&mut [&mut a, &mut b, &mut c])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("program (0, 1, 0): loads element 15 of argument 1"),
+        "{e}"
+    );
+}
+
+#[test]
+fn actual_sizes_follow_the_grid_and_survive_both_forms() {
+    let p = padded_dot_program(Some([6, 5, 1]));
+    assert!(
+        p.to_string()
+            .starts_with("args 3\ngrid 2 2 1\nactual 6 5 1\n")
+    );
+    assert_eq!(Program::decode(&p.encode()).unwrap(), p);
+    for bad in [
+        "args 1\nactual 4 4 1\ngrid 1 1 1\n",
+        "args 1\ngrid 1 1 1\nactual 0 4 1\n",
+    ] {
+        assert!(Program::parse_text(bad).is_err(), "{bad}");
+    }
+    let mut q = padded_dot_program(None);
+    q.set_actual_sizes([6, 5, 1]);
+    assert_eq!(q, p);
+    q.set_actual_sizes([7, 7, 1]);
+    assert_eq!(q, p, "a launch keeps the actual sizes it has");
+}

@@ -60,6 +60,7 @@ impl fmt::Display for OpText<'_> {
         match self.0 {
             Op::Launch => write!(f, "launch"),
             Op::Grid([x, y, z]) => write!(f, "grid {x} {y} {z}"),
+            Op::Actual([m, n, k]) => write!(f, "actual {m} {n} {k}"),
             Op::Ptr { arg, elem } => write!(f, "ptr arg{arg} {}", elem.name()),
             Op::ProgramId(a) => write!(f, "program_id {a}"),
             Op::NumPrograms(a) => write!(f, "num_programs {a}"),
@@ -203,6 +204,7 @@ fn parse_op(n: usize, body: &str) -> Result<Op, ProgramError> {
     let op = match words.as_slice() {
         ["launch"] => Op::Launch,
         ["grid", x, y, z] => Op::Grid([small(x)?, small(y)?, small(z)?]),
+        ["actual", m, n, k] => Op::Actual([small(m)?, small(n)?, small(k)?]),
         ["ptr", a, t] => Op::Ptr {
             arg: a
                 .strip_prefix("arg")

@@ -12,6 +12,9 @@ pub const PROGRAM: &str = "npu_harness.program";
 pub const NOT_COMPUTABLE: &str = "npu_harness.not_computable";
 pub const POINTER_ARGS: &str = "npu_harness.pointer_args";
 pub const GRID: &str = "npu_harness.grid";
+/// The actual sizes `air-wrap-func-with-parallel{actual-sizes=M,N,K}` gave the launch (real AIR
+/// carries them as the launch's `air.actual_sizes`).
+pub const ACTUAL_SIZES: &str = "npu_harness.actual_sizes";
 
 /// An MLIR string literal for `s` (quotes included).
 pub fn mlir_string(s: &str) -> String {
@@ -113,6 +116,9 @@ pub fn meaning(module: &str) -> Meaning {
                 if let Some(g) = grid(module) {
                     p.set_grid(g);
                 }
+                if let Some(sizes) = actual_sizes(module) {
+                    p.set_actual_sizes(sizes);
+                }
                 Meaning::Program(p)
             }
             Err(e) => Meaning::NotComputable {
@@ -135,7 +141,17 @@ pub fn meaning(module: &str) -> Meaning {
 
 /// The `npu_harness.grid = array<i32: X, Y, Z>` the stand-in air-opt recorded.
 pub fn grid(module: &str) -> Option<[u32; 3]> {
-    let key = format!("{GRID} = array<i32:");
+    triple(module, GRID)
+}
+
+/// The module's `npu_harness.actual_sizes`, if it has them.
+pub fn actual_sizes(module: &str) -> Option<[u32; 3]> {
+    triple(module, ACTUAL_SIZES)
+}
+
+/// An `array<i32: a, b, c>` module attribute.
+fn triple(module: &str, name: &str) -> Option<[u32; 3]> {
+    let key = format!("{name} = array<i32:");
     let at = module.find(&key)? + key.len();
     let rest = &module[at..];
     let values: Vec<u32> = rest[..rest.find('>')?]

@@ -108,6 +108,9 @@ pub fn par_to_launch(module: &str) -> String {
             let text = match npu_harness_program::Program::parse_text(&p) {
                 Ok(mut program) => {
                     program.set_grid(grid);
+                    if let Some(sizes) = attrs::actual_sizes(module) {
+                        program.set_actual_sizes(sizes);
+                    }
                     program.to_string()
                 }
                 Err(_) => p,

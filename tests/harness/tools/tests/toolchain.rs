@@ -376,16 +376,20 @@ fn lowering_runs_upstreams_three_steps() {
     // All three in the same private directory as aircc.
     let aircc_cwd = &prefix.runs("aircc")[0].1;
     assert!(runs.iter().all(|(_, cwd)| cwd == aircc_cwd));
-    // The AIR module aircc compiled records the grid and still carries the program.
+    // The AIR module aircc compiled records the grid and still carries the program…
     let air = std::fs::read_to_string(&r.air_mlir).unwrap();
     assert!(
         air.contains("npu_harness.grid = array<i32: 4, 2, 1>"),
         "{air}"
     );
-    assert_eq!(
-        attrs::meaning(&air),
-        attrs::Meaning::Program(program_of("add_n.ttir", [4, 2, 1]))
+    // …and the actual sizes, which the devices apply (mlir-air's split-launch-for-padding).
+    assert!(
+        air.contains("npu_harness.actual_sizes = array<i32: 500, 300, 1>"),
+        "{air}"
     );
+    let mut expected = program_of("add_n.ttir", [4, 2, 1]);
+    expected.set_actual_sizes([500, 300, 1]);
+    assert_eq!(attrs::meaning(&air), attrs::Meaning::Program(expected));
     let steps: Vec<&str> = r.steps.iter().map(|s| s.step.as_str()).collect();
     assert_eq!(
         steps,

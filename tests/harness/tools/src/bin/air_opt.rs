@@ -214,6 +214,23 @@ fn run(elements: &[Element], anchor: Option<&str>, module: &mut String, ran: &mu
                     attrs::GRID,
                     &format!("array<i32: {}, {}, {}>", bounds[0], bounds[1], bounds[2]),
                 );
+                if let Some(given) = get("actual-sizes") {
+                    let sizes: Vec<u32> = given
+                        .split(',')
+                        .filter_map(|v| v.trim().parse().ok())
+                        .collect();
+                    if sizes.len() != 3 || sizes.contains(&0) {
+                        harness::fail(&format!(
+                            "<unknown>:0: error: air-wrap-func-with-parallel needs \
+                             actual-sizes=M,N,K with three positive sizes, got {given:?}"
+                        ));
+                    }
+                    *module = attrs::set_module_attr(
+                        module,
+                        attrs::ACTUAL_SIZES,
+                        &format!("array<i32: {}, {}, {}>", sizes[0], sizes[1], sizes[2]),
+                    );
+                }
             }
             "air-par-to-launch" => {
                 // mlir-air's air.segment verifier (AIRDialect.cpp:1752-1754, via

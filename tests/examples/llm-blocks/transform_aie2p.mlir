@@ -1,0 +1,1 @@
+../vec-add/transform_aie2p.mlir

@@ -1,0 +1,1 @@
+../layernorm/transform_aie2p.mlir

@@ -1,0 +1,1 @@
+../matmul-bf16/transform_aie2p.mlir

@@ -1,0 +1,1 @@
+../rmsnorm/transform_aie2.mlir

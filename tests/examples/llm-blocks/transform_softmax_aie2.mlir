@@ -1,0 +1,1 @@
+../softmax/transform_aie2.mlir

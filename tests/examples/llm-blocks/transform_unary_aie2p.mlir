@@ -1,0 +1,1 @@
+../math-ops/transform_aie2p.mlir
