@@ -174,7 +174,7 @@ impl Launcher {
             let ns = u64::try_from(report.device_time.as_nanos()).unwrap_or(u64::MAX);
             LAST_DISPATCH.with(|d| d.set((d.get().0 + 1, ns)));
             crate::shared::record_dispatch(
-                self.runtime,
+                this.runtime,
                 report.in_place.into(),
                 report.staged.into(),
             );
