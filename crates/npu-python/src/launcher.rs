@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use npu_driver::{Host, KernelRequest, Prepared};
-use npu_runtime::HostArg;
+use npu_runtime::{HostArg, PageFault, Pages};
 use npu_target::{Config, RuntimeKind};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
@@ -155,7 +155,7 @@ impl Launcher {
             enter_hook.call1((&launch_metadata,))?;
         }
         let kernel_args = args.get_slice(FIXED, args.len());
-        let buffers = self.buffers(&kernel_args)?;
+        let (mut buffers, objects) = self.buffers(&kernel_args)?;
         if grid.contains(&0) {
             return self.exit(&args.get_item(8)?, &launch_metadata);
         }
@@ -167,6 +167,7 @@ impl Launcher {
             self.prepared(py, grid, &args.get_item(4)?)?
         };
         if prepared.loaded.is_some() {
+            self.probe(&mut buffers, &objects, &prepared.io.written)?;
             // Ctrl-C or SIGTERM stops the wait for the device (KeyboardInterrupt here).
             let report =
                 crate::interrupt::detach_interruptible(py, || prepared.dispatch(&buffers, None))?
@@ -260,31 +261,84 @@ impl Launcher {
         Ok(prepared)
     }
 
+    /// Makes sure every buffer's memory can be read, and written where the kernel writes
+    /// it, before anything touches it: remembered per object (`probed`), probed otherwise.
+    /// A refusal names the argument as the signature does.
+    fn probe(
+        &self,
+        buffers: &mut [HostArg],
+        objects: &[Bound<'_, PyAny>],
+        written: &[bool],
+    ) -> PyResult<()> {
+        for (i, (buffer, object)) in buffers.iter_mut().zip(objects).enumerate() {
+            let need = if written.get(i).copied().unwrap_or(true) {
+                Pages::Writable
+            } else {
+                Pages::Readable
+            };
+            *buffer = crate::probed::vouch(object, *buffer);
+            if buffer.pages() >= need {
+                continue;
+            }
+            match buffer.probe(need) {
+                Ok(()) => crate::probed::remember(object, buffer),
+                Err(PageFault::Write(reason)) => return Err(self.not_writable(i, reason)),
+                Err(PageFault::Read(reason)) => return Err(self.not_readable(i, reason)),
+            }
+        }
+        Ok(())
+    }
+
+    /// The name of buffer argument `index` (counting buffer parameters only), as the
+    /// signature has it: `argument <position> (<name>) of <kernel>`.
+    fn buffer_name(&self, index: usize) -> String {
+        match self
+            .params
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, p))| *p == Param::Pointer)
+            .nth(index)
+        {
+            Some((i, (name, _))) => format!("argument {i} ({name}) of {}", self.name),
+            None => format!("buffer argument {index} of {}", self.name),
+        }
+    }
+
+    fn not_writable(&self, index: usize, reason: npu_runtime::NotWritable) -> PyErr {
+        crate::errors::error_of_kind(
+            npu_driver::ErrorKind::InvalidInput,
+            format!(
+                "{} is an output (the kernel writes it), but {reason}; nothing was dispatched: \
+                 pass writable memory (e.g. a copy)",
+                self.buffer_name(index)
+            ),
+        )
+    }
+
+    fn not_readable(&self, index: usize, reason: npu_runtime::NotReadable) -> PyErr {
+        crate::errors::error_of_kind(
+            npu_driver::ErrorKind::InvalidInput,
+            format!(
+                "{} is read by the kernel, but {reason}; nothing was dispatched: pass a tensor \
+                 whose memory is alive",
+                self.buffer_name(index)
+            ),
+        )
+    }
+
     /// A dispatch error for Python; an output the kernel cannot write is named as the
     /// signature names it.
     fn dispatch_error(&self, e: npu_driver::DriverError) -> PyErr {
-        if let npu_driver::DriverError::Runtime(npu_runtime::RuntimeError::NotWritable {
-            index,
-            reason,
-            ..
-        }) = &e
-            && let Some((i, (name, _))) = self
-                .params
-                .iter()
-                .enumerate()
-                .filter(|(_, (_, p))| *p == Param::Pointer)
-                .nth(*index)
-        {
-            return crate::errors::error_of_kind(
-                npu_driver::ErrorKind::InvalidInput,
-                format!(
-                    "argument {i} ({name}) of {} is an output (the kernel writes it), but \
-                     {reason}; nothing was dispatched: pass writable memory (e.g. a copy)",
-                    self.name
-                ),
-            );
+        use npu_runtime::RuntimeError::{NotReadable, NotWritable};
+        match e {
+            npu_driver::DriverError::Runtime(NotWritable { index, reason, .. }) => {
+                self.not_writable(index, reason)
+            }
+            npu_driver::DriverError::Runtime(NotReadable { index, reason, .. }) => {
+                self.not_readable(index, reason)
+            }
+            e => driver_error(e),
         }
-        driver_error(e)
     }
 
     fn exit(&self, hook: &Bound<'_, PyAny>, metadata: &Bound<'_, PyAny>) -> PyResult<()> {
@@ -328,7 +382,10 @@ impl Launcher {
 
     /// Maps the kernel arguments to host buffers (pointer parameters, in order), checking
     /// every argument against the signature.
-    fn buffers(&self, args: &Bound<'_, PyTuple>) -> PyResult<Vec<HostArg>> {
+    fn buffers<'py>(
+        &self,
+        args: &Bound<'py, PyTuple>,
+    ) -> PyResult<(Vec<HostArg>, Vec<Bound<'py, PyAny>>)> {
         if args.len() != self.params.len() {
             return Err(PyTypeError::new_err(format!(
                 "{} takes {} arguments ({}), got {}",
@@ -344,6 +401,7 @@ impl Launcher {
         }
         let py = args.py();
         let mut out = Vec::with_capacity(self.params.len());
+        let mut objects = Vec::with_capacity(self.params.len());
         for (i, ((name, param), arg)) in self.params.iter().zip(args.iter()).enumerate() {
             match param {
                 Param::Constexpr => {}
@@ -365,10 +423,13 @@ impl Launcher {
                         )));
                     }
                 }
-                Param::Pointer => out.push(self.host_buffer(py, i, name, &arg)?),
+                Param::Pointer => {
+                    out.push(self.host_buffer(py, i, name, &arg)?);
+                    objects.push(arg);
+                }
             }
         }
-        Ok(out)
+        Ok((out, objects))
     }
 
     fn host_buffer(

@@ -18,6 +18,7 @@ mod ir;
 mod launcher;
 mod logging;
 mod prebuilt;
+mod probed;
 mod shared;
 mod target;
 mod toolchain;
