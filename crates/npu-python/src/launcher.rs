@@ -16,7 +16,8 @@ use npu_target::{Config, RuntimeKind};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBytes, PyDict, PyString, PyTuple, PyType};
 
 use crate::errors::{config_error, driver_error};
 
@@ -525,14 +526,13 @@ pub(crate) fn host_arg(
         )));
     }
     // An object that can be read-only says so NumPy's way (`flags.writeable`: numpy
-    // arrays, SharedBuffer); torch tensors cannot, and memory that is mapped read-only
-    // behind a writable-looking object is found by the dispatch's page probe.
-    let writable = match arg.getattr_opt(intern!(py, "flags"))? {
-        Some(flags) => match flags.getattr_opt(intern!(py, "writeable"))? {
-            Some(w) => w.is_truthy()?,
-            None => true,
-        },
-        None => true,
+    // arrays, SharedBuffer); torch tensors cannot (and have no `flags`: looking for it would
+    // raise and catch an AttributeError per tensor per launch), and memory that is mapped
+    // read-only behind a writable-looking object is found by the dispatch's page probe.
+    let writable = if is_torch_tensor(arg) {
+        true
+    } else {
+        declared_writable(py, arg)?
     };
     // The object is alive for the whole call (the argument tuple holds it). That
     // data_ptr() addresses shape × itemsize bytes is the tensor protocol's contract
@@ -540,6 +540,39 @@ pub(crate) fn host_arg(
     // object can say so (is_contiguous()).
     HostArg::from_foreign(ptr as usize, len, writable)
         .ok_or_else(|| PyValueError::new_err(format!("{} has a null data pointer", what())))
+}
+
+/// `torch.Tensor` itself (not a subclass), once torch has been imported by someone (never
+/// imported here).
+fn is_torch_tensor(arg: &Bound<'_, PyAny>) -> bool {
+    static TORCH_TENSOR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    let py = arg.py();
+    let ty = arg.get_type();
+    if let Some(tensor) = TORCH_TENSOR.get(py) {
+        return ty.is(tensor);
+    }
+    let found = py
+        .import(intern!(py, "sys"))
+        .and_then(|sys| sys.getattr(intern!(py, "modules")))
+        .ok()
+        .and_then(|modules| modules.get_item(intern!(py, "torch")).ok())
+        .and_then(|torch| torch.getattr(intern!(py, "Tensor")).ok())
+        .and_then(|t| t.cast_into::<PyType>().ok());
+    match found {
+        Some(tensor) => ty.is(TORCH_TENSOR.get_or_init(py, || tensor.unbind())),
+        None => false,
+    }
+}
+
+/// What the object says NumPy's way (`flags.writeable`); writable when it says nothing.
+fn declared_writable(py: Python<'_>, arg: &Bound<'_, PyAny>) -> PyResult<bool> {
+    Ok(match arg.getattr_opt(intern!(py, "flags"))? {
+        Some(flags) => match flags.getattr_opt(intern!(py, "writeable"))? {
+            Some(w) => w.is_truthy()?,
+            None => true,
+        },
+        None => true,
+    })
 }
 
 /// The ttsharedir text Triton passes as the kernel "function".
