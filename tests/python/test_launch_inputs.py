@@ -1,5 +1,9 @@
 """Launch inputs the NPU cannot take are refused before dispatch, naming the argument.
 
+Memory a tensor's ``data_ptr()`` points at that is not mapped (or not readable) would crash the
+process at the first read; it is refused, as inputs and as outputs, for objects that own their
+memory and for bare pointer objects.
+
 A kernel's outputs are written back into the caller's memory after the device ran: memory that
 is read-only (a NumPy array with ``writeable=False``, memory mapped read-only behind an object
 that claims to be writable) would crash the process at that point, and a ``SharedBuffer`` whose
@@ -40,7 +44,8 @@ HEADER = textwrap.dedent(
     """
 )
 
-SCRIPT = HEADER + textwrap.dedent(
+# Launches add_kernel under the runtime of argv[1]; attempt() records what happened.
+LAUNCHES = HEADER + textwrap.dedent(
     """
     triton.runtime.driver.set_active(NPUDriver(sys.argv[1]))
     results = {}
@@ -53,6 +58,11 @@ SCRIPT = HEADER + textwrap.dedent(
                              "message": str(e)}
         else:
             results[name] = {"error": None}
+    """
+)
+
+SCRIPT = LAUNCHES + textwrap.dedent(
+    """
 
     x = torch.arange(N, dtype=torch.float32)
     y = torch.full((N,), 2.0)
@@ -192,3 +202,80 @@ def test_a_chain_output_in_read_only_memory_is_refused(runtime: str, tmp_path: P
     assert bad["error"] == "NPUInputError", r
     assert "argument 3" in bad["message"] and "mapped read-only" in bad["message"], r
     assert r["good"] == {"right": True}, r
+
+
+UNMAPPED = LAUNCHES + textwrap.dedent(
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    PROT_NONE, PROT_RW, MAP_PRIVATE_ANON = 0, 3, 0x22
+    size = 4 * N
+
+    def mapping(prot):
+        address = libc.mmap(None, size, prot, MAP_PRIVATE_ANON, -1, 0)
+        assert address not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
+        return address
+
+    def tensor_at(address):
+        # Makes the tensor without touching its memory.
+        return torch.from_numpy(np.ctypeslib.as_array((ctypes.c_float * N).from_address(address)))
+
+    class Pointer:
+        # What a ctypes-made pointer handed to a launch looks like: only its word.
+        def __init__(self, address):
+            self.address, self.dtype, self.shape = address, torch.float32, (N,)
+        def data_ptr(self):
+            return self.address
+
+    x = torch.arange(N, dtype=torch.float32)
+    y = torch.full((N,), 2.0)
+    out = torch.zeros(N)
+    # The same tensors launched before and after: a probe remembered for them stays right.
+    attempt("good_before", x, y, out)
+
+    # A tensor over memory that was unmapped after the tensor was made.
+    gone = mapping(PROT_RW)
+    unmapped = tensor_at(gone)
+    assert libc.munmap(gone, size) == 0
+    attempt("unmapped_first_input", unmapped, y, out)
+    attempt("unmapped_second_input", x, unmapped, out)
+    attempt("unmapped_output", x, y, unmapped)
+    attempt("unmapped_pointer_object", Pointer(gone), y, out)
+    # Mapped, but not readable.
+    guarded = mapping(PROT_NONE)
+    attempt("inaccessible_input", x, tensor_at(guarded), out)
+
+    # A tensor that was sound at its first launch and whose memory then went: a new object
+    # over the same address is probed again.
+    moving = mapping(PROT_RW)
+    sound = tensor_at(moving)
+    sound.fill_(1.0)
+    attempt("sound_first", sound, y, out)
+    results["sound_first"]["right"] = bool(torch.equal(out, sound + y))
+    del sound
+    assert libc.munmap(moving, size) == 0
+    attempt("same_address_after_unmap", tensor_at(moving), y, out)
+
+    out.zero_()
+    attempt("good_after", x, y, out)
+    results["good_after"]["right"] = bool(torch.equal(out, x + y))
+    print(json.dumps(results))
+    """
+)
+
+
+@pytest.mark.parametrize("runtime", ["hsa", "xrt"])
+def test_inputs_in_unmapped_memory_are_refused_not_a_crash(runtime: str, tmp_path: Path):
+    r = run(runtime, tmp_path, UNMAPPED, "unmapped.py")
+    assert r["good_before"] == {"error": None}, r
+    refused(r["unmapped_first_input"], "argument 0 (x_ptr) of add_kernel", "not mapped")
+    refused(r["unmapped_second_input"], "argument 1 (y_ptr) of add_kernel", "not mapped")
+    refused(r["unmapped_output"], "argument 2 (out_ptr) of add_kernel", "not mapped")
+    refused(r["unmapped_pointer_object"], "argument 0 (x_ptr)", "not mapped")
+    refused(r["inaccessible_input"], "argument 1 (y_ptr)", "cannot be read")
+    assert r["sound_first"] == {"error": None, "right": True}, r
+    refused(r["same_address_after_unmap"], "argument 0 (x_ptr)", "not mapped")
+    assert r["good_after"] == {"error": None, "right": True}, r

@@ -10,12 +10,13 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use npu_driver::{Host, KernelRequest, Prepared};
-use npu_runtime::HostArg;
+use npu_runtime::{HostArg, PageFault, Pages};
 use npu_target::{Config, RuntimeKind};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBytes, PyDict, PyString, PyTuple, PyType};
 
 use crate::errors::{config_error, driver_error};
 
@@ -152,7 +153,7 @@ impl Launcher {
             enter_hook.call1((&launch_metadata,))?;
         }
         let kernel_args = args.get_slice(FIXED, args.len());
-        let buffers = this.buffers(&kernel_args)?;
+        let (mut buffers, objects) = this.buffers(&kernel_args)?;
         if grid.contains(&0) {
             return this.exit(&args.get_item(8)?, &launch_metadata);
         }
@@ -167,6 +168,7 @@ impl Launcher {
         // As upstream, the kernel about to be dispatched is the last dispatched module.
         crate::dispatched::record(slf, &function);
         if prepared.loaded.is_some() {
+            this.probe(&mut buffers, &objects, &prepared.io.written)?;
             // Ctrl-C or SIGTERM stops the wait for the device (KeyboardInterrupt here).
             let report =
                 crate::interrupt::detach_interruptible(py, || prepared.dispatch(&buffers, None))?
@@ -263,31 +265,84 @@ impl Launcher {
         Ok(prepared)
     }
 
+    /// Makes sure every buffer's memory can be read, and written where the kernel writes
+    /// it, before anything touches it: remembered per object (`probed`), probed otherwise.
+    /// A refusal names the argument as the signature does.
+    fn probe(
+        &self,
+        buffers: &mut [HostArg],
+        objects: &[Bound<'_, PyAny>],
+        written: &[bool],
+    ) -> PyResult<()> {
+        for (i, (buffer, object)) in buffers.iter_mut().zip(objects).enumerate() {
+            let need = if written.get(i).copied().unwrap_or(true) {
+                Pages::Writable
+            } else {
+                Pages::Readable
+            };
+            *buffer = crate::probed::vouch(object, *buffer);
+            if buffer.pages() >= need {
+                continue;
+            }
+            match buffer.probe(need) {
+                Ok(()) => crate::probed::remember(object, buffer),
+                Err(PageFault::Write(reason)) => return Err(self.not_writable(i, reason)),
+                Err(PageFault::Read(reason)) => return Err(self.not_readable(i, reason)),
+            }
+        }
+        Ok(())
+    }
+
+    /// The name of buffer argument `index` (counting buffer parameters only), as the
+    /// signature has it: `argument <position> (<name>) of <kernel>`.
+    fn buffer_name(&self, index: usize) -> String {
+        match self
+            .params
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, p))| *p == Param::Pointer)
+            .nth(index)
+        {
+            Some((i, (name, _))) => format!("argument {i} ({name}) of {}", self.name),
+            None => format!("buffer argument {index} of {}", self.name),
+        }
+    }
+
+    fn not_writable(&self, index: usize, reason: npu_runtime::NotWritable) -> PyErr {
+        crate::errors::error_of_kind(
+            npu_driver::ErrorKind::InvalidInput,
+            format!(
+                "{} is an output (the kernel writes it), but {reason}; nothing was dispatched: \
+                 pass writable memory (e.g. a copy)",
+                self.buffer_name(index)
+            ),
+        )
+    }
+
+    fn not_readable(&self, index: usize, reason: npu_runtime::NotReadable) -> PyErr {
+        crate::errors::error_of_kind(
+            npu_driver::ErrorKind::InvalidInput,
+            format!(
+                "{} is read by the kernel, but {reason}; nothing was dispatched: pass a tensor \
+                 whose memory is alive",
+                self.buffer_name(index)
+            ),
+        )
+    }
+
     /// A dispatch error for Python; an output the kernel cannot write is named as the
     /// signature names it.
     fn dispatch_error(&self, e: npu_driver::DriverError) -> PyErr {
-        if let npu_driver::DriverError::Runtime(npu_runtime::RuntimeError::NotWritable {
-            index,
-            reason,
-            ..
-        }) = &e
-            && let Some((i, (name, _))) = self
-                .params
-                .iter()
-                .enumerate()
-                .filter(|(_, (_, p))| *p == Param::Pointer)
-                .nth(*index)
-        {
-            return crate::errors::error_of_kind(
-                npu_driver::ErrorKind::InvalidInput,
-                format!(
-                    "argument {i} ({name}) of {} is an output (the kernel writes it), but \
-                     {reason}; nothing was dispatched: pass writable memory (e.g. a copy)",
-                    self.name
-                ),
-            );
+        use npu_runtime::RuntimeError::{NotReadable, NotWritable};
+        match e {
+            npu_driver::DriverError::Runtime(NotWritable { index, reason, .. }) => {
+                self.not_writable(index, reason)
+            }
+            npu_driver::DriverError::Runtime(NotReadable { index, reason, .. }) => {
+                self.not_readable(index, reason)
+            }
+            e => driver_error(e),
         }
-        driver_error(e)
     }
 
     fn exit(&self, hook: &Bound<'_, PyAny>, metadata: &Bound<'_, PyAny>) -> PyResult<()> {
@@ -331,7 +386,10 @@ impl Launcher {
 
     /// Maps the kernel arguments to host buffers (pointer parameters, in order), checking
     /// every argument against the signature.
-    fn buffers(&self, args: &Bound<'_, PyTuple>) -> PyResult<Vec<HostArg>> {
+    fn buffers<'py>(
+        &self,
+        args: &Bound<'py, PyTuple>,
+    ) -> PyResult<(Vec<HostArg>, Vec<Bound<'py, PyAny>>)> {
         if args.len() != self.params.len() {
             return Err(PyTypeError::new_err(format!(
                 "{} takes {} arguments ({}), got {}",
@@ -347,6 +405,7 @@ impl Launcher {
         }
         let py = args.py();
         let mut out = Vec::with_capacity(self.params.len());
+        let mut objects = Vec::with_capacity(self.params.len());
         for (i, ((name, param), arg)) in self.params.iter().zip(args.iter()).enumerate() {
             match param {
                 Param::Constexpr => {}
@@ -368,10 +427,13 @@ impl Launcher {
                         )));
                     }
                 }
-                Param::Pointer => out.push(self.host_buffer(py, i, name, &arg)?),
+                Param::Pointer => {
+                    out.push(self.host_buffer(py, i, name, &arg)?);
+                    objects.push(arg);
+                }
             }
         }
-        Ok(out)
+        Ok((out, objects))
     }
 
     fn host_buffer(
@@ -467,14 +529,13 @@ pub(crate) fn host_arg(
         )));
     }
     // An object that can be read-only says so NumPy's way (`flags.writeable`: numpy
-    // arrays, SharedBuffer); torch tensors cannot, and memory that is mapped read-only
-    // behind a writable-looking object is found by the dispatch's page probe.
-    let writable = match arg.getattr_opt(intern!(py, "flags"))? {
-        Some(flags) => match flags.getattr_opt(intern!(py, "writeable"))? {
-            Some(w) => w.is_truthy()?,
-            None => true,
-        },
-        None => true,
+    // arrays, SharedBuffer); torch tensors cannot (and have no `flags`: looking for it would
+    // raise and catch an AttributeError per tensor per launch), and memory that is mapped
+    // read-only behind a writable-looking object is found by the dispatch's page probe.
+    let writable = if is_torch_tensor(arg) {
+        true
+    } else {
+        declared_writable(py, arg)?
     };
     // The object is alive for the whole call (the argument tuple holds it). That
     // data_ptr() addresses shape × itemsize bytes is the tensor protocol's contract
@@ -482,6 +543,39 @@ pub(crate) fn host_arg(
     // object can say so (is_contiguous()).
     HostArg::from_foreign(ptr as usize, len, writable)
         .ok_or_else(|| PyValueError::new_err(format!("{} has a null data pointer", what())))
+}
+
+/// `torch.Tensor` itself (not a subclass), once torch has been imported by someone (never
+/// imported here).
+fn is_torch_tensor(arg: &Bound<'_, PyAny>) -> bool {
+    static TORCH_TENSOR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    let py = arg.py();
+    let ty = arg.get_type();
+    if let Some(tensor) = TORCH_TENSOR.get(py) {
+        return ty.is(tensor);
+    }
+    let found = py
+        .import(intern!(py, "sys"))
+        .and_then(|sys| sys.getattr(intern!(py, "modules")))
+        .ok()
+        .and_then(|modules| modules.get_item(intern!(py, "torch")).ok())
+        .and_then(|torch| torch.getattr(intern!(py, "Tensor")).ok())
+        .and_then(|t| t.cast_into::<PyType>().ok());
+    match found {
+        Some(tensor) => ty.is(TORCH_TENSOR.get_or_init(py, || tensor.unbind())),
+        None => false,
+    }
+}
+
+/// What the object says NumPy's way (`flags.writeable`); writable when it says nothing.
+fn declared_writable(py: Python<'_>, arg: &Bound<'_, PyAny>) -> PyResult<bool> {
+    Ok(match arg.getattr_opt(intern!(py, "flags"))? {
+        Some(flags) => match flags.getattr_opt(intern!(py, "writeable"))? {
+            Some(w) => w.is_truthy()?,
+            None => true,
+        },
+        None => true,
+    })
 }
 
 /// The ttsharedir text Triton passes as the kernel "function".

@@ -19,6 +19,7 @@ mod ir;
 mod launcher;
 mod logging;
 mod prebuilt;
+mod probed;
 mod shared;
 mod target;
 mod toolchain;

@@ -84,6 +84,17 @@ pub enum RuntimeError {
         index: usize,
         reason: crate::NotWritable,
     },
+    /// An argument the kernel reads cannot be read (its memory is not mapped, or not
+    /// readable); `index` counts the buffer arguments of the dispatch.
+    #[error(
+        "invalid arguments for kernel {kernel:?}: buffer argument {index} is read by the \
+         kernel, but {reason}; pass a live tensor"
+    )]
+    NotReadable {
+        kernel: String,
+        index: usize,
+        reason: crate::NotReadable,
+    },
     /// The device reported an error for a dispatch.
     #[error("dispatch of kernel {kernel:?} failed: {reason}")]
     Dispatch { kernel: String, reason: String },
@@ -116,9 +127,9 @@ impl RuntimeError {
             RuntimeError::NoDevice(_) => ErrorKind::NoDevice,
             RuntimeError::HardwareContext { .. } => ErrorKind::HardwareContextExhausted,
             RuntimeError::Load { .. } => ErrorKind::LoadRefused,
-            RuntimeError::InvalidArguments { .. } | RuntimeError::NotWritable { .. } => {
-                ErrorKind::InvalidArguments
-            }
+            RuntimeError::InvalidArguments { .. }
+            | RuntimeError::NotWritable { .. }
+            | RuntimeError::NotReadable { .. } => ErrorKind::InvalidArguments,
             RuntimeError::Dispatch { .. } => ErrorKind::LaunchFailed,
             RuntimeError::Timeout { .. } => ErrorKind::Timeout,
             RuntimeError::Interrupted { .. } => ErrorKind::Interrupted,

@@ -109,9 +109,18 @@ impl<'a> Launch<'a> {
                     )));
                 }
             }
+            // Probed unless known already (a caller that remembers probes per object vouches
+            // for them): a read or write of memory that is not there would kill the process.
             let written = options.writeback.is_none_or(|mask| mask[i]);
             if written && let Err(reason) = arg.check_writable() {
                 return Err(RuntimeError::NotWritable {
+                    kernel: program.kernel_name.clone(),
+                    index: i,
+                    reason,
+                });
+            }
+            if !written && let Err(reason) = arg.check_readable() {
+                return Err(RuntimeError::NotReadable {
                     kernel: program.kernel_name.clone(),
                     index: i,
                     reason,

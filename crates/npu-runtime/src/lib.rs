@@ -26,7 +26,9 @@ pub mod xrt;
 pub use backend::{Backend, Build, BuildFiles, Diagnosis, Host, PrepareError};
 pub use error::{ErrorKind, RuntimeError};
 pub use launch::Launch;
-pub use raw::host::{HostArg, HostBuffers, NotWritable, ReadOnly, SharedBuffer};
+pub use raw::host::{
+    HostArg, HostBuffers, NotReadable, NotWritable, PageFault, Pages, ReadOnly, SharedBuffer,
+};
 pub use runtime::{Artifact, DispatchOptions, DispatchReport, Program, Runtime};
 pub use shared::{Placement, SharedRegions};
 

@@ -21,6 +21,30 @@ use crate::state::CommandState;
 pub(crate) const ERR_LEN: usize = 2048;
 const NAME_LEN: usize = 512;
 
+thread_local! {
+    /// The error buffer of this thread's shim calls, zeroed once: a call only needs its first
+    /// byte cleared (the shim writes a NUL-terminated message, or nothing), so the hot path
+    /// does not zero 2 KiB per call.
+    static ERR_BUF: std::cell::RefCell<[c_char; ERR_LEN]> =
+        const { std::cell::RefCell::new([0; ERR_LEN]) };
+}
+
+/// Runs `f` with an error buffer whose first byte is NUL (an empty message).
+pub(crate) fn with_err_buf<R>(f: impl FnOnce(&mut [c_char; ERR_LEN]) -> R) -> R {
+    let mut f = Some(f);
+    let reused = ERR_BUF.with(|cell| {
+        let mut buf = cell.try_borrow_mut().ok()?;
+        buf[0] = 0;
+        f.take().map(|f| f(&mut buf))
+    });
+    match (reused, f) {
+        (Some(out), _) => out,
+        // Nested in another call's use of the buffer: a fresh one.
+        (None, Some(f)) => f(&mut [0; ERR_LEN]),
+        (None, None) => unreachable!("the buffer was used, so `f` ran"),
+    }
+}
+
 pub(crate) fn text(buf: &[c_char]) -> String {
     let bytes: Vec<u8> = buf
         .iter()
@@ -51,12 +75,14 @@ impl Shim {
         call: &'static str,
         f: impl FnOnce(*mut c_char, usize) -> c_int,
     ) -> Result<(), XrtSysError> {
-        let mut err = [0 as c_char; ERR_LEN];
-        let status = f(err.as_mut_ptr(), ERR_LEN);
-        if status == b::TRITON_NPU_XRT_OK as c_int {
+        let (status, message) = with_err_buf(|err| {
+            let status = f(err.as_mut_ptr(), ERR_LEN);
+            let failed = status != b::TRITON_NPU_XRT_OK as c_int;
+            (status, failed.then(|| text(err)))
+        });
+        let Some(mut message) = message else {
             return Ok(());
-        }
-        let mut message = text(&err);
+        };
         if message.is_empty() {
             message = format!("status {status} without a message");
         }

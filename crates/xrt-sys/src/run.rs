@@ -3,12 +3,11 @@
 //! execute the same kernel again"), so a caller may keep one run per kernel and change only
 //! the arguments that differ. Arguments must not change while the run is going.
 
-use std::ffi::c_char;
 use std::ptr::NonNull;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::api::{ERR_LEN, Kernel, log_release, text};
+use crate::api::{ERR_LEN, Kernel, log_release, text, with_err_buf};
 use crate::bindings as b;
 use crate::bo::Bo;
 use crate::error::XrtSysError;
@@ -94,17 +93,21 @@ impl Run {
         };
         let shim = self.shim();
         let mut state = 0;
-        let mut err = [0 as c_char; ERR_LEN];
-        // SAFETY: live run, valid out pointer and buffer.
-        let status = unsafe {
-            shim.api.triton_npu_xrt_run_wait(
-                self.raw.as_ptr(),
-                ms,
-                &mut state,
-                err.as_mut_ptr(),
-                ERR_LEN,
-            )
-        };
+        let (status, message) = with_err_buf(|err| {
+            // SAFETY: live run, valid out pointer and buffer.
+            let status = unsafe {
+                shim.api.triton_npu_xrt_run_wait(
+                    self.raw.as_ptr(),
+                    ms,
+                    &mut state,
+                    err.as_mut_ptr(),
+                    ERR_LEN,
+                )
+            };
+            // A completed wait allocates nothing.
+            let failed = status as u32 != b::TRITON_NPU_XRT_OK;
+            (status, if failed { text(err) } else { String::new() })
+        });
         match status as u32 {
             b::TRITON_NPU_XRT_OK if CommandState(state) == CommandState::TIMEOUT => {
                 Ok(WaitOutcome::TimedOut)
@@ -112,12 +115,12 @@ impl Run {
             b::TRITON_NPU_XRT_OK => Ok(WaitOutcome::Completed),
             b::TRITON_NPU_XRT_E_COMMAND => Err(XrtSysError::Command {
                 state: CommandState(state),
-                message: text(&err),
+                message,
             }),
             _ => Err(XrtSysError::Call {
                 call: "triton_npu_xrt_run_wait",
                 status,
-                message: text(&err),
+                message,
             }),
         }
     }

@@ -226,6 +226,13 @@ impl ChainRunner {
                     "argument {i} is empty; the NPU cannot take a zero-size buffer"
                 )));
             }
+            // Copied to the device before anything runs: memory that is not there would kill
+            // the process at that copy.
+            if let Some(input) = input
+                && let Err(e) = input.check_readable()
+            {
+                return Err(self.input_error(format!("the input of argument {i}: {e}")));
+            }
             sizes.push(size);
         }
         let mut writeback = vec![false; n];

@@ -8,12 +8,12 @@
 //! kernel would otherwise hang the caller before the wait even starts.
 
 use std::sync::Arc;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use super::doorbell::{DoorbellThread, SPIN, Ticket};
 use super::memory::StagingPool;
 use super::session::Session;
-use crate::raw::hsa::{AieQueue, Doorbell, PoolAllocation, SubmitError};
+use crate::raw::hsa::{AieQueue, PoolAllocation, SubmitError};
 use crate::shared::Placement;
 use crate::{DispatchReport, Launch, RuntimeError};
 
@@ -38,37 +38,9 @@ struct Staged {
 /// A dispatch whose doorbell store had not returned when it timed out.
 struct StuckSubmit {
     kernel: String,
-    returned: mpsc::Receiver<()>,
+    returned: Ticket,
     /// The device may still write these: kept until the submit returns.
     staged: Vec<Staged>,
-}
-
-type DoorbellRequest = (Doorbell, i64, mpsc::Sender<()>);
-
-struct DoorbellThread {
-    requests: mpsc::Sender<DoorbellRequest>,
-}
-
-impl DoorbellThread {
-    fn start() -> Result<DoorbellThread, RuntimeError> {
-        let (tx, rx) = mpsc::channel::<DoorbellRequest>();
-        std::thread::Builder::new()
-            .name("npu-hsa-doorbell".into())
-            .spawn(move || {
-                for (doorbell, value, done) in rx {
-                    doorbell.ring(value);
-                    // The doorbell keeps ROCr alive: let go of it before saying the store
-                    // returned, so a runtime dropped right after shuts ROCr down.
-                    drop(doorbell);
-                    let _ = done.send(());
-                }
-            })
-            .map_err(|e| RuntimeError::Call {
-                call: "starting the doorbell thread".into(),
-                reason: e.to_string(),
-            })?;
-        Ok(DoorbellThread { requests: tx })
-    }
 }
 
 /// The queue and everything a dispatch reuses. Lives behind the runtime's dispatch mutex.
@@ -109,7 +81,7 @@ enum Failure {
     TimedOut {
         error: RuntimeError,
         /// Set while the doorbell store has not returned.
-        returned: Option<mpsc::Receiver<()>>,
+        returned: Option<Ticket>,
     },
 }
 
@@ -158,22 +130,20 @@ impl Dispatcher {
         let Some(stuck) = &self.stuck else {
             return Ok(());
         };
-        match stuck.returned.try_recv() {
-            Err(mpsc::TryRecvError::Empty) => Err(RuntimeError::Dispatch {
+        if !stuck.returned.returned() {
+            return Err(RuntimeError::Dispatch {
                 kernel: stuck.kernel.clone(),
                 reason: "it timed out earlier and is still inside ROCr's submit, so the NPU \
                          queue cannot be used; the device may be hung (a driver reset or a \
                          reboot clears it)"
                     .into(),
-            }),
-            _ => {
-                let staged = self.stuck.take().map(|s| s.staged).unwrap_or_default();
-                self.return_all(staged);
-                self.queue = None;
-                self.create_queue()?;
-                Ok(())
-            }
+            });
         }
+        let staged = self.stuck.take().map(|s| s.staged).unwrap_or_default();
+        self.return_all(staged);
+        self.queue = None;
+        self.create_queue()?;
+        Ok(())
     }
 
     pub fn dispatch(
@@ -301,11 +271,7 @@ impl Dispatcher {
                         Err(e) => return Err(Failure::Device(e)),
                     },
                 };
-                let (done_tx, done_rx) = mpsc::channel();
-                if thread.requests.send((doorbell, write, done_tx)).is_err() {
-                    return Err(device_error("the doorbell thread is gone".into()));
-                }
-                Some(done_rx)
+                Some(thread.ring(doorbell, write))
             }
         };
         let waited = self.wait(target, started, returned.as_ref());
@@ -314,7 +280,7 @@ impl Dispatcher {
         {
             // The packet has ended, so the doorbell store returns (if it has not already):
             // wait for it before the queue may be torn down under it.
-            let _ = returned.recv();
+            returned.wait_returned();
         }
         match waited {
             Waited::Completed(0) => Ok(started.elapsed()),
@@ -333,24 +299,19 @@ impl Dispatcher {
                     kernel: launch.kernel().to_owned(),
                     seconds,
                 },
-                returned: returned.filter(|r| !submit_returned(r)),
+                returned: returned.filter(|r| !r.returned()),
             }),
             Waited::Interrupted(cause) => Err(Failure::TimedOut {
                 error: RuntimeError::Interrupted {
                     kernel: launch.kernel().to_owned(),
                     cause,
                 },
-                returned: returned.filter(|r| !submit_returned(r)),
+                returned: returned.filter(|r| !r.returned()),
             }),
         }
     }
 
-    fn wait(
-        &self,
-        target: &Target,
-        started: Instant,
-        submit: Option<&mpsc::Receiver<()>>,
-    ) -> Waited {
+    fn wait(&self, target: &Target, started: Instant, submit: Option<&Ticket>) -> Waited {
         let Some(queue) = self.queue.as_ref() else {
             return Waited::QueueError(hsa_sys::HSA_STATUS_ERROR_INVALID_QUEUE);
         };
@@ -359,18 +320,25 @@ impl Dispatcher {
             .max(1);
         let deadline = target.timeout.map(|t| started + t);
         let mut returned = submit.is_none();
+        // A short kernel has often ended by now: look before sleeping in the runtime's wait
+        // (waking a sleeping thread costs more than most launches).
+        let ended = |value: i64| match queue.error() {
+            _ if value >= 1 => None,
+            Some(status) if value < 0 => Some(Waited::QueueError(status)),
+            _ => Some(Waited::Completed(value)),
+        };
+        while started.elapsed() < SPIN {
+            if let Some(waited) = ended(queue.signal_value()) {
+                return waited;
+            }
+            std::thread::yield_now();
+        }
         loop {
-            let value = queue.wait(slice_ticks);
-            if value < 1 {
-                if value < 0
-                    && let Some(status) = queue.error()
-                {
-                    return Waited::QueueError(status);
-                }
-                return Waited::Completed(value);
+            if let Some(waited) = ended(queue.wait(slice_ticks)) {
+                return waited;
             }
             if !returned {
-                returned = submit.is_some_and(submit_returned);
+                returned = submit.is_some_and(Ticket::returned);
             }
             if returned && let Some(status) = queue.error() {
                 return Waited::QueueError(status);
@@ -407,12 +375,6 @@ fn copy_back(target: &Target, launch: &Launch<'_>, staged: &[Staged]) -> Result<
         }
     }
     Ok(())
-}
-
-/// Whether the doorbell thread has come back from the store: it sends once, then drops its
-/// sender, so a message or a closed channel both mean it returned.
-fn submit_returned(done: &mpsc::Receiver<()>) -> bool {
-    !matches!(done.try_recv(), Err(mpsc::TryRecvError::Empty))
 }
 
 impl Drop for Dispatcher {

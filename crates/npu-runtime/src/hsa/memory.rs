@@ -1,15 +1,14 @@
 //! The staging pool: device-visible buffers that host arguments are copied through, reused
 //! across dispatches (ROCr allocations are slow).
 
-use std::collections::HashMap;
-
 use super::session::Session;
 use crate::RuntimeError;
 use crate::raw::hsa::PoolAllocation;
 
-/// Staging buffers by size class.
+/// Staging buffers by size class: a short list searched in order (a process sees few size
+/// classes, powers of two, so this beats hashing on every dispatch).
 pub(crate) struct StagingPool {
-    free: HashMap<usize, Vec<PoolAllocation>>,
+    free: Vec<(usize, Vec<PoolAllocation>)>,
     pooled_bytes: usize,
 }
 
@@ -20,7 +19,7 @@ const KEEP_BYTES: usize = 256 << 20;
 impl StagingPool {
     pub fn new() -> StagingPool {
         StagingPool {
-            free: HashMap::new(),
+            free: Vec::new(),
             pooled_bytes: 0,
         }
     }
@@ -32,7 +31,12 @@ impl StagingPool {
     /// A buffer of at least `len` bytes from the agent's data pool.
     pub fn take(&mut self, session: &Session, len: usize) -> Result<PoolAllocation, RuntimeError> {
         let class = Self::class(len);
-        if let Some(buffer) = self.free.get_mut(&class).and_then(Vec::pop) {
+        if let Some(buffer) = self
+            .free
+            .iter_mut()
+            .find(|(c, _)| *c == class)
+            .and_then(|(_, buffers)| buffers.pop())
+        {
             self.pooled_bytes -= class;
             return Ok(buffer);
         }
@@ -45,7 +49,14 @@ impl StagingPool {
 
     pub fn give_back(&mut self, buffer: PoolAllocation) {
         let class = buffer.len();
-        let slot = self.free.entry(class).or_default();
+        let index = match self.free.iter().position(|(c, _)| *c == class) {
+            Some(i) => i,
+            None => {
+                self.free.push((class, Vec::new()));
+                self.free.len() - 1
+            }
+        };
+        let slot = &mut self.free[index].1;
         if slot.len() < KEEP_PER_CLASS && self.pooled_bytes + class <= KEEP_BYTES {
             self.pooled_bytes += class;
             slot.push(buffer);

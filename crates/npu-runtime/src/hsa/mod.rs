@@ -29,6 +29,7 @@ mod backend;
 pub mod discovery;
 mod dispatch;
 mod doctor;
+mod doorbell;
 mod memory;
 pub mod pack;
 mod probe;

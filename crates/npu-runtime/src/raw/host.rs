@@ -11,6 +11,19 @@ pub struct HostArg {
     ptr: NonNull<u8>,
     len: usize,
     writable: bool,
+    /// What is known of the pages: guaranteed by the creator, or found by a probe.
+    pages: Pages,
+}
+
+/// What is known about the pages of a [`HostArg`]'s range, weakest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Pages {
+    /// Nothing: a foreign object's word only. A dispatch probes before touching them.
+    Unknown,
+    /// Mapped and readable throughout.
+    Readable,
+    /// Mapped, readable and writable throughout.
+    Writable,
 }
 
 // SAFETY: a HostArg is only a description of memory whose validity the creator guaranteed in
@@ -44,6 +57,23 @@ pub enum NotWritable {
     Unmapped,
 }
 
+/// Why memory a kernel reads cannot be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum NotReadable {
+    /// Part of the range is not mapped in this process at all.
+    #[error(
+        "part of its memory is not mapped in this process (was it freed, or does its \
+         data_ptr() point somewhere else?)"
+    )]
+    Unmapped,
+    /// Mapped, but reading it would fault (`PROT_NONE`, or a file mapping past the file's
+    /// end).
+    #[error(
+        "its memory is mapped but cannot be read (no read permission, or past the end of a mapped file)"
+    )]
+    Inaccessible,
+}
+
 impl HostArg {
     /// A readable and writable range.
     ///
@@ -55,6 +85,7 @@ impl HostArg {
             ptr,
             len,
             writable: true,
+            pages: Pages::Writable,
         })
     }
 
@@ -69,6 +100,7 @@ impl HostArg {
             ptr,
             len,
             writable: false,
+            pages: Pages::Readable,
         })
     }
 
@@ -78,15 +110,48 @@ impl HostArg {
     /// cannot be checked, so the caller must take it from the object itself and keep the object
     /// alive (and unused by anything else) until every dispatch given this argument has
     /// returned. `None` for a null address.
+    ///
+    /// What the object says about its address is not trusted as far as the pages go: a
+    /// dispatch probes them ([`HostArg::probe`]) before reading or writing, unless the caller
+    /// found them sound earlier ([`HostArg::vouched`]).
     pub fn from_foreign(address: usize, len: usize, writable: bool) -> Option<HostArg> {
-        let ptr = address as *mut u8;
-        if writable {
-            // SAFETY: the caller's contract above.
-            unsafe { HostArg::from_raw(ptr, len) }
-        } else {
-            // SAFETY: the caller's contract above.
-            unsafe { HostArg::from_raw_read_only(ptr, len) }
+        NonNull::new(address as *mut u8).map(|ptr| HostArg {
+            ptr,
+            len,
+            writable,
+            pages: Pages::Unknown,
+        })
+    }
+
+    /// What is known about the pages.
+    pub fn pages(&self) -> Pages {
+        self.pages
+    }
+
+    /// The same range with its pages known to be `pages`, as a probe of the same address
+    /// and length found them earlier. For callers that remember probes per object (whose
+    /// memory stays mapped while the object lives) instead of probing at every dispatch.
+    pub fn vouched(self, pages: Pages) -> HostArg {
+        HostArg {
+            pages: self.pages.max(pages),
+            ..self
         }
+    }
+
+    /// Makes sure the pages are at least `need` (probing them unless that is known already):
+    /// afterwards [`HostArg::pages`] says so. A read of memory that is not there would kill
+    /// the process with SIGSEGV; this reports it instead.
+    pub fn probe(&mut self, need: Pages) -> Result<(), PageFault> {
+        if self.pages >= need {
+            return Ok(());
+        }
+        match need {
+            Pages::Unknown => {}
+            Pages::Readable => self.check_readable().map_err(PageFault::Read)?,
+            Pages::Writable => self.check_writable().map_err(PageFault::Write)?,
+        }
+        self.pages = self.pages.max(need);
+        Ok(())
     }
 
     pub fn ptr(&self) -> *mut u8 {
@@ -123,29 +188,53 @@ impl HostArg {
         if !self.writable {
             return Err(NotWritable::Declared);
         }
-        if self.len == 0 {
+        if self.pages == Pages::Writable || self.len == 0 {
             return Ok(());
         }
+        self.populate(Need::Write).map_err(|missing| match missing {
+            Missing::Unmapped => NotWritable::Unmapped,
+            Missing::Permission => NotWritable::MappedReadOnly,
+        })
+    }
+
+    /// Whether the whole range can be read, the same way: `madvise(MADV_POPULATE_READ)`
+    /// faults the pages in as a read would and fails with `ENOMEM` where nothing is mapped
+    /// and `EFAULT` where a read would fault; `/proc/self/maps` decides where the kernel
+    /// cannot say.
+    pub fn check_readable(&self) -> Result<(), NotReadable> {
+        if self.pages >= Pages::Readable || self.len == 0 {
+            return Ok(());
+        }
+        self.populate(Need::Read).map_err(|missing| match missing {
+            Missing::Unmapped => NotReadable::Unmapped,
+            Missing::Permission => NotReadable::Inaccessible,
+        })
+    }
+
+    /// Faults the range's pages in for `need` without changing a byte (`ENOMEM`: nothing
+    /// mapped; `EFAULT`: the access would fault); `/proc/self/maps` decides where the kernel
+    /// cannot say.
+    fn populate(&self, need: Need) -> Result<(), Missing> {
         let page = rustix::param::page_size();
         let start = self.address() & !(page - 1);
-        let Some(end) = self.address().checked_add(self.len) else {
-            return Err(NotWritable::Unmapped);
+        let end = self
+            .address()
+            .checked_add(self.len)
+            .ok_or(Missing::Unmapped)?;
+        let (advice, perm) = match need {
+            Need::Read => (rustix::mm::Advice::LinuxPopulateRead, b'r'),
+            Need::Write => (rustix::mm::Advice::LinuxPopulateWrite, b'w'),
         };
-        // SAFETY: MADV_POPULATE_WRITE neither changes the contents nor the mapping of any
-        // page: it only faults pages in as a write would (without writing), and reports an
-        // error instead of a signal. The range is page-aligned as madvise requires.
-        let probed = unsafe {
-            rustix::mm::madvise(
-                start as *mut std::ffi::c_void,
-                end - start,
-                rustix::mm::Advice::LinuxPopulateWrite,
-            )
-        };
-        match probed {
+        // SAFETY: MADV_POPULATE_READ/WRITE neither change the contents nor the mapping of any
+        // page: they only fault pages in as a read or write would (without writing), and
+        // report an error instead of a signal. `start` is page-aligned as madvise requires.
+        let populated =
+            unsafe { rustix::mm::madvise(start as *mut std::ffi::c_void, end - start, advice) };
+        match populated {
             Ok(()) => Ok(()),
-            Err(e) if e == rustix::io::Errno::FAULT => Err(NotWritable::MappedReadOnly),
-            Err(e) if e == rustix::io::Errno::NOMEM => Err(NotWritable::Unmapped),
-            Err(_) => maps_writable(start, end),
+            Err(e) if e == rustix::io::Errno::FAULT => Err(Missing::Permission),
+            Err(e) if e == rustix::io::Errno::NOMEM => Err(Missing::Unmapped),
+            Err(_) => maps_allow(start, end, perm),
         }
     }
 
@@ -211,10 +300,34 @@ impl HostArg {
     }
 }
 
-/// Whether `/proc/self/maps` shows `[start, end)` mapped writable throughout.
-fn maps_writable(start: usize, end: usize) -> Result<(), NotWritable> {
+/// Why a probe refused memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PageFault {
+    #[error("{0}")]
+    Read(NotReadable),
+    #[error("{0}")]
+    Write(NotWritable),
+}
+
+/// The access a probe checks.
+#[derive(Debug, Clone, Copy)]
+enum Need {
+    Read,
+    Write,
+}
+
+/// What a range lacks for an access.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Missing {
+    Unmapped,
+    Permission,
+}
+
+/// Whether `/proc/self/maps` shows `[start, end)` mapped with permission `perm` (`b'r'` or
+/// `b'w'`) throughout.
+fn maps_allow(start: usize, end: usize, perm: u8) -> Result<(), Missing> {
     let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
-        // Nothing more to learn: the owner said writable.
+        // Nothing more to learn: the owner's word stands.
         return Ok(());
     };
     let mut covered = start;
@@ -233,15 +346,19 @@ fn maps_writable(start: usize, end: usize) -> Result<(), NotWritable> {
         if hi <= covered || lo > covered {
             continue;
         }
-        if !perms.starts_with("rw") {
-            return Err(NotWritable::MappedReadOnly);
+        // perms reads like "rw-p": r at 0, w at 1.
+        let at = if perm == b'w' { 1 } else { 0 };
+        let allowed = perms.as_bytes().get(at) == Some(&perm);
+        // Writable memory must be readable too (the staging copy reads it first).
+        if !allowed || !perms.starts_with('r') {
+            return Err(Missing::Permission);
         }
         covered = hi;
         if covered >= end {
             return Ok(());
         }
     }
-    Err(NotWritable::Unmapped)
+    Err(Missing::Unmapped)
 }
 
 /// Memory the device reads and writes in place (an HSA pool allocation, an XRT buffer
@@ -271,6 +388,7 @@ pub unsafe trait SharedBuffer: Send + Sync {
                 self.len()
             },
             writable: true,
+            pages: Pages::Writable,
         }
     }
 }
@@ -295,6 +413,7 @@ impl<'a> HostBuffers<'a> {
             ptr: NonNull::from(bytes).cast(),
             len: bytes.len(),
             writable: false,
+            pages: Pages::Readable,
         });
         self
     }
@@ -306,6 +425,7 @@ impl<'a> HostBuffers<'a> {
             ptr: NonNull::from(bytes).cast(),
             len,
             writable: true,
+            pages: Pages::Writable,
         });
         self
     }
@@ -359,13 +479,56 @@ mod tests {
         // The first page of the address space is never mapped (vm.mmap_min_addr).
         let nowhere = HostArg::from_foreign(0x10, 64, true).unwrap();
         assert_eq!(nowhere.check_writable(), Err(NotWritable::Unmapped));
-        assert_eq!(maps_writable(0x0, 0x1000), Err(NotWritable::Unmapped));
+        assert_eq!(maps_allow(0x0, 0x1000, b'w'), Err(Missing::Unmapped));
         let ro = READ_ONLY.as_ptr() as usize;
         assert_eq!(
-            maps_writable(ro, ro + READ_ONLY.len()),
-            Err(NotWritable::MappedReadOnly)
+            maps_allow(ro, ro + READ_ONLY.len(), b'w'),
+            Err(Missing::Permission)
         );
+        assert_eq!(maps_allow(ro, ro + READ_ONLY.len(), b'r'), Ok(()));
         let rw = data.as_ptr() as usize;
-        assert_eq!(maps_writable(rw, rw + data.len()), Ok(()));
+        assert_eq!(maps_allow(rw, rw + data.len(), b'w'), Ok(()));
+    }
+
+    #[test]
+    fn reads_of_unmapped_or_inaccessible_memory_are_refused_and_a_probe_is_remembered() {
+        let nowhere = HostArg::from_foreign(0x10, 64, false).unwrap();
+        assert_eq!(nowhere.check_readable(), Err(NotReadable::Unmapped));
+        let page = rustix::param::page_size();
+        // SAFETY: a fresh anonymous mapping nothing else knows about, never read here.
+        let none = unsafe {
+            rustix::mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                page,
+                rustix::mm::ProtFlags::empty(),
+                rustix::mm::MapFlags::PRIVATE,
+            )
+        }
+        .unwrap();
+        let mut guarded = HostArg::from_foreign(none as usize, page, true).unwrap();
+        assert_eq!(guarded.check_readable(), Err(NotReadable::Inaccessible));
+        assert_eq!(
+            guarded.probe(Pages::Readable),
+            Err(PageFault::Read(NotReadable::Inaccessible))
+        );
+        assert_eq!(guarded.pages(), Pages::Unknown);
+        // SAFETY: unmapping the mapping made above; nothing points into it any more.
+        unsafe { rustix::mm::munmap(none, page) }.unwrap();
+
+        let mut data = vec![1u8; 100];
+        let mut arg = HostArg::from_foreign(data.as_mut_ptr() as usize, data.len(), true).unwrap();
+        assert_eq!(
+            arg.pages(),
+            Pages::Unknown,
+            "a foreign object's word is not trusted"
+        );
+        arg.probe(Pages::Readable).unwrap();
+        assert_eq!(arg.pages(), Pages::Readable);
+        arg.probe(Pages::Writable).unwrap();
+        assert_eq!(arg.pages(), Pages::Writable);
+        // A caller that remembers a probe passes its verdict on; it never lowers what is known.
+        let again = HostArg::from_foreign(data.as_mut_ptr() as usize, data.len(), true).unwrap();
+        assert_eq!(again.vouched(Pages::Readable).pages(), Pages::Readable);
+        assert_eq!(arg.vouched(Pages::Unknown).pages(), Pages::Writable);
     }
 }

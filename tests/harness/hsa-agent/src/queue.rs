@@ -303,6 +303,9 @@ impl Queue {
         {
             return Err(Outcome::Fault(fault.kind));
         }
+        if self.config.noop_device {
+            return Ok(());
+        }
         let k = &checked.kernel;
         let program = k.program.as_ref().map_err(|why| {
             Outcome::DeviceError(format!("kernel {:?} cannot run: {why}", k.kernel.name))

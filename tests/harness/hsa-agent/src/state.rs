@@ -39,6 +39,9 @@ pub struct AgentConfig {
     /// How long an injected hang lasts with a synchronous doorbell before it ends in a queue
     /// error, like the kernel driver's own timeout (`NPU_HARNESS_HANG_MS`, default 1000).
     pub sync_hang: std::time::Duration,
+    /// `NPU_HARNESS_NOOP_DEVICE=1`: a packet that passes every check completes at once,
+    /// without running its program (benchmarks measure the host's part of a launch with it).
+    pub noop_device: bool,
 }
 
 impl AgentConfig {
@@ -88,11 +91,19 @@ impl AgentConfig {
                 format!("NPU_HARNESS_HANG_MS={v:?} is not a number of milliseconds")
             })?,
         };
+        let noop_device = match var("NPU_HARNESS_NOOP_DEVICE").as_deref().map(str::trim) {
+            None | Some("0") => false,
+            Some("1") => true,
+            Some(other) => {
+                return Err(format!("NPU_HARNESS_NOOP_DEVICE={other:?} is not 0 or 1"));
+            }
+        };
         Ok(AgentConfig {
             name,
             columns,
             fault,
             sync_doorbell,
+            noop_device,
             sync_hang: std::time::Duration::from_millis(sync_hang),
         })
     }

@@ -8,10 +8,13 @@
 //!   commands on that context hang behind it, until the context is destroyed).
 //! * `NPU_HARNESS_MAX_HWCTX`: lowers the device's context limit (as amdxdna's `context_limit`
 //!   module parameter does); see [`context_limit`].
+//! * `NPU_HARNESS_NOOP_DEVICE=1`: a run that passes every check completes at once without
+//!   running its program (benchmarks measure the host's part of a launch with it).
 
 pub const DEVICE_VAR: &str = "NPU_HARNESS_XRT_DEVICE";
 pub const FAULT_VAR: &str = "NPU_HARNESS_FAULT";
 pub const MAX_HWCTX_VAR: &str = "NPU_HARNESS_MAX_HWCTX";
+pub const NOOP_DEVICE_VAR: &str = "NPU_HARNESS_NOOP_DEVICE";
 pub const DEFAULT_DEVICE: &str = "NPU Strix";
 
 /// Contexts amdxdna allows on an npu1 (Phoenix, Hawk Point) device: 6 hardware, 6 in all
@@ -46,6 +49,11 @@ pub fn fault() -> Option<Fault> {
         "abort" => Some(Fault::Abort),
         _ => None,
     }
+}
+
+/// Whether runs complete without running their program (`NPU_HARNESS_NOOP_DEVICE=1`).
+pub fn noop_device() -> bool {
+    std::env::var(NOOP_DEVICE_VAR).is_ok_and(|v| v.trim() == "1")
 }
 
 /// How many contexts may be open at once on the device called `device`: amdxdna's limit for

@@ -209,6 +209,11 @@ impl AieQueue {
         self.0.signal.wait_below(1, ticks)
     }
 
+    /// The completion signal's current value (no wait).
+    pub fn signal_value(&self) -> i64 {
+        self.0.signal.load_acquire()
+    }
+
     /// The status the error callback reported, if it ran.
     pub fn error(&self) -> Option<hsa_status_t> {
         let errors = &self.0.errors;

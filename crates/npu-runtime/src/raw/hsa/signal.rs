@@ -41,6 +41,12 @@ impl Signal {
         }
     }
 
+    /// The current value (no wait).
+    pub fn load_acquire(&self) -> i64 {
+        // SAFETY: a live signal.
+        unsafe { self.hsa.api().hsa_signal_load_scacquire(self.handle) }
+    }
+
     /// Waits until the value is below `bound` or about `ticks` timestamp ticks pass (a hint;
     /// ROCr may wake earlier); returns the value seen.
     pub fn wait_below(&self, bound: i64, ticks: u64) -> i64 {
