@@ -287,6 +287,16 @@ pub enum Op {
     /// The launch grid (`air-wrap-func-with-parallel{loop-bounds=X,Y,Z}`); the launch runs
     /// once per program instance. Defaults to `1 1 1`.
     Grid([u32; 3]),
+    /// The herd the transform schedule made and the tiles its cores compute
+    /// (`tiling COLS ROWS [domain] [tiles]`): the launch's block, seen as the tiled op's loop
+    /// bounds `domain`, is split into tiles of `tiles` (0: a dimension not split); the split
+    /// dimensions map in order to the herd's columns and rows, and only the tiles a core of the
+    /// herd computes are stored. Follows the grid; at most once per launch.
+    Tiling {
+        herd: [u32; 2],
+        domain: Vec<u32>,
+        tiles: Vec<u32>,
+    },
     /// `%v = ptr argK T`: the pointer parameter K (counted among pointer parameters).
     Ptr {
         arg: u8,
@@ -395,7 +405,10 @@ pub enum Op {
 impl Op {
     /// Whether the op defines a value.
     pub fn has_result(&self) -> bool {
-        !matches!(self, Op::Launch | Op::Grid(_) | Op::Store { .. })
+        !matches!(
+            self,
+            Op::Launch | Op::Grid(_) | Op::Tiling { .. } | Op::Store { .. }
+        )
     }
 
     /// The values the op reads.
@@ -403,6 +416,7 @@ impl Op {
         match self {
             Op::Launch
             | Op::Grid(_)
+            | Op::Tiling { .. }
             | Op::Ptr { .. }
             | Op::ProgramId(_)
             | Op::NumPrograms(_)

@@ -60,6 +60,11 @@ impl fmt::Display for OpText<'_> {
         match self.0 {
             Op::Launch => write!(f, "launch"),
             Op::Grid([x, y, z]) => write!(f, "grid {x} {y} {z}"),
+            Op::Tiling {
+                herd: [c, r],
+                domain,
+                tiles,
+            } => write!(f, "tiling {c} {r} {} {}", shape(domain), shape(tiles)),
             Op::Ptr { arg, elem } => write!(f, "ptr arg{arg} {}", elem.name()),
             Op::ProgramId(a) => write!(f, "program_id {a}"),
             Op::NumPrograms(a) => write!(f, "num_programs {a}"),
@@ -203,6 +208,11 @@ fn parse_op(n: usize, body: &str) -> Result<Op, ProgramError> {
     let op = match words.as_slice() {
         ["launch"] => Op::Launch,
         ["grid", x, y, z] => Op::Grid([small(x)?, small(y)?, small(z)?]),
+        ["tiling", c, r, d, t] => Op::Tiling {
+            herd: [small(c)?, small(r)?],
+            domain: list(d)?,
+            tiles: list(t)?,
+        },
         ["ptr", a, t] => Op::Ptr {
             arg: a
                 .strip_prefix("arg")

@@ -120,6 +120,7 @@ pub fn meaning(module: &str) -> Meaning {
                 if let Some(g) = grid(module) {
                     p.set_grid(g);
                 }
+                set_herd_tiling(&mut p, module);
                 Meaning::Program(p)
             }
             Err(e) => Meaning::NotComputable {
@@ -225,6 +226,20 @@ pub fn herds_text(herds: &[crate::transform::interp::Herd]) -> String {
         })
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+/// Gives `program` the tiling of the herd air-opt recorded (`npu_harness.herd`), when the
+/// schedule made exactly one: which tiles the device computes.
+pub fn set_herd_tiling(program: &mut Program, module: &str) {
+    let herds = string_attr(module, HERD).and_then(|t| parse_herds(&t));
+    if let Some([herd]) = herds.as_deref() {
+        let small = |v: &u64| u32::try_from(*v).unwrap_or(u32::MAX);
+        program.set_tiling(
+            [small(&herd.size[0]), small(&herd.size[1])],
+            &herd.domain.iter().map(small).collect::<Vec<_>>(),
+            &herd.tiles.iter().map(small).collect::<Vec<_>>(),
+        );
+    }
 }
 
 /// Reads [`herds_text`] back (None when malformed).

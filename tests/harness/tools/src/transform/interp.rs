@@ -211,10 +211,11 @@ struct Interp<'a> {
 
 /// The payload model of an input module: the module, its functions and their linalg ops with
 /// where each operand comes from.
-fn model(module: &str) -> Vec<PayloadOp> {
+fn model(module: &str, loads_space: i64) -> Vec<PayloadOp> {
     let Payload {
         ops: linalg,
         empties,
+        reshapes,
         funcs,
     } = payload::read(module);
     let mut ops = vec![PayloadOp::new("builtin.module", None)];
@@ -227,16 +228,30 @@ fn model(module: &str) -> Vec<PayloadOp> {
         .enumerate()
         .filter_map(|(k, l)| l.result.as_deref().map(|r| (r, first + k)))
         .collect();
-    let src = |v: &String| match results.get(v.as_str()) {
-        Some(&i) => Src::Op(i),
-        None if empties.contains(v) => Src::Empty,
-        None => Src::Value(v.clone()),
+    let src = |v: &String| {
+        // A reshaped value is followed to what it reshapes.
+        let mut v = v;
+        for _ in 0..reshapes.len() {
+            match reshapes.get(v) {
+                Some(source) => v = source,
+                None => break,
+            }
+        }
+        match results.get(v.as_str()) {
+            Some(&i) => Src::Op(i),
+            None if empties.contains(v) => Src::Empty,
+            None => Src::Value(v.clone()),
+        }
     };
     for l in &linalg {
         let mut op = PayloadOp::new(&l.name, Some(l.func.map_or(0, |f| 1 + f)));
         op.ins = l.ins.iter().map(src).collect();
         op.outs = l.outs.iter().map(src).collect();
         op.domain = l.domain.clone();
+        if l.on_memref {
+            // It writes a buffer the kernel allocated (a load's, in the loads' space).
+            op.buffer = Some(loads_space);
+        }
         ops.push(op);
     }
     ops
@@ -244,10 +259,11 @@ fn model(module: &str) -> Vec<PayloadOp> {
 
 /// Runs the script over `module`'s model and, when the model followed it, checks the herds.
 pub fn run(script: &Script, module: &str) -> Result<Outcome, Error> {
+    let loads_space = crate::attrs::int_attr(module, crate::attrs::LOADS_MEMORY_SPACE).unwrap_or(0);
     let mut it = Interp {
         script,
-        payload: model(module),
-        loads_space: crate::attrs::int_attr(module, crate::attrs::LOADS_MEMORY_SPACE).unwrap_or(0),
+        payload: model(module, loads_space),
+        loads_space,
         promotions: Vec::new(),
         herds: Vec::new(),
         bufferized: false,

@@ -3,7 +3,7 @@
 //! which values are `tensor.empty` results. This is all the payload model needs to follow
 //! where each operand of a compute op lives (real-toolchain-rules.md §3 describes the shapes).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use crate::mlir;
 
@@ -19,6 +19,8 @@ pub struct LinalgOp {
     /// The values of `ins(…)`, then those of `outs(…)`.
     pub ins: Vec<String>,
     pub outs: Vec<String>,
+    /// It works on memrefs already (e.g. the `linalg.fill` of a masked load's buffer).
+    pub on_memref: bool,
     /// Its loop bounds (empty when a size is dynamic or unknown): the `outs` shape for
     /// elementwise ops, `[M, N, K]` for a matmul, the input's shape for a reduction.
     pub domain: Vec<u64>,
@@ -29,6 +31,9 @@ pub struct LinalgOp {
 pub struct Payload {
     pub ops: Vec<LinalgOp>,
     pub empties: HashSet<String>,
+    /// Results of `tensor.expand_shape`/`tensor.collapse_shape`, with the value they reshape:
+    /// fusion sees through them (the model does not refuse what it cannot tell apart).
+    pub reshapes: HashMap<String, String>,
     /// How many functions the module has.
     pub funcs: usize,
 }
@@ -61,6 +66,14 @@ pub fn read(module: &str) -> Payload {
         let before = &module[line_start..i];
         if word == "func.func" {
             funcs += 1;
+        } else if word == "tensor.expand_shape" || word == "tensor.collapse_shape" {
+            let source = module[end..line_end]
+                .split_whitespace()
+                .next()
+                .filter(|v| v.starts_with('%'));
+            if let (Some(r), Some(v)) = (result_of(before), source) {
+                payload.reshapes.insert(r, v.to_owned());
+            }
         } else if word == "tensor.empty" {
             if let Some(r) = result_of(before) {
                 payload.empties.insert(r);
@@ -81,6 +94,7 @@ pub fn read(module: &str) -> Payload {
                 name: word.to_owned(),
                 func: funcs.checked_sub(1),
                 result: result_of(before),
+                on_memref: out_types.iter().any(|t| t.starts_with("memref<")),
                 ins,
                 outs,
                 domain: domain(word, &in_types, &out_types, iterators),
