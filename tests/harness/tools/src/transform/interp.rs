@@ -56,6 +56,20 @@ fn space_name(space: i64) -> Option<&'static str> {
     }
 }
 
+/// Whether the model keeps every payload op named `name` (so that a match finds them all).
+fn tracked(name: &str) -> bool {
+    matches!(
+        name,
+        "builtin.module"
+            | "func.func"
+            | "scf.forall"
+            | "scf.for"
+            | "scf.parallel"
+            | "air.herd"
+            | "tensor.pad"
+    ) || (name.starts_with("linalg.") && name != "linalg.copy")
+}
+
 /// Payload ops a vectorizer turns into vector transfers of their operands.
 const COMPUTE: &[&str] = &[
     "linalg.generic",
@@ -658,7 +672,9 @@ impl Interp<'_> {
                 } else {
                     Vec::new()
                 };
-                if names.is_empty() {
+                // Ops the model does not keep (copies, stores, vector ops) would match
+                // nothing here but exist in the payload.
+                if names.is_empty() || !names.iter().all(|n| tracked(n)) {
                     return Ok(opaque(n));
                 }
                 let found = self.descendants(&roots, |p| {
