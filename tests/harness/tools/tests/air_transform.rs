@@ -399,3 +399,35 @@ fn every_example_script_passes_the_judge() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(judged >= 20, "only {judged} example scripts found");
 }
+
+#[test]
+fn independent_results_stay_separate_generics_until_their_loops_are_fused() {
+    // casts.ttir stores four results computed from one load: elementwise fusion is producer
+    // into consumer, so four generics (four foralls) remain.
+    let payload = linalg_of("casts.ttir");
+    let staging = promote("transform.air.linalg_promote", "{\"memory_space\"=\"L1\"}");
+    let err = lower(&payload, &elementwise_with(&staging)).unwrap();
+    assert!(
+        err.contains(": error: expected a single payload op"),
+        "{err}"
+    );
+    // Fusing the sibling loops leaves one forall for the herd.
+    let siblings = "    %all = transform.structured.match ops{[\"scf.forall\"]} in %m\n        \
+                    : (!transform.any_op) -> !transform.any_op\n    \
+                    %l0, %l1, %l2, %l3 = transform.split_handle %all\n        \
+                    : (!transform.any_op) -> (!transform.any_op, !transform.any_op, \
+                    !transform.any_op, !transform.any_op)\n    \
+                    %f1 = transform.loop.fuse_sibling %l1 into %l0\n        \
+                    : (!transform.any_op, !transform.any_op) -> !transform.any_op\n    \
+                    %f2 = transform.loop.fuse_sibling %l2 into %f1\n        \
+                    : (!transform.any_op, !transform.any_op) -> !transform.any_op\n    \
+                    %f3 = transform.loop.fuse_sibling %l3 into %f2\n        \
+                    : (!transform.any_op, !transform.any_op) -> !transform.any_op\n";
+    let script = main_of(
+        &[
+            FUSE, FLATTEN, ALLOC_L2, TILE, siblings, BUFFERIZE, &staging, TO_HERD, VECTORIZE,
+        ]
+        .concat(),
+    );
+    assert_eq!(lower(&payload, &script), None);
+}
