@@ -32,6 +32,7 @@ const CAST: u32 = 20;
 const DOT: u32 = 21;
 const REDUCE: u32 = 22;
 const ACTUAL: u32 = 23;
+const TILING: u32 = 24;
 /// `BIN + index` in the table of binary ops.
 const BIN: u32 = 0x100;
 /// `UN + index` in the table of unary ops.
@@ -72,6 +73,17 @@ fn op_words(op: &Op) -> (u32, Vec<u32>) {
         Op::Launch => (LAUNCH, vec![]),
         Op::Grid(g) => (GRID, g.to_vec()),
         Op::Actual(s) => (ACTUAL, s.to_vec()),
+        Op::Tiling {
+            herd,
+            domain,
+            tiles,
+        } => {
+            // herd columns, rows, rank, the bounds, then the tile extents.
+            let mut w = vec![herd[0], herd[1], domain.len() as u32];
+            w.extend(domain);
+            w.extend(tiles);
+            (TILING, w)
+        }
         Op::Ptr { arg, elem } => (PTR, vec![u32::from(*arg), elem.code()]),
         Op::ProgramId(a) => (PROGRAM_ID, vec![u32::from(*a)]),
         Op::NumPrograms(a) => (NUM_PROGRAMS, vec![u32::from(*a)]),
@@ -198,6 +210,22 @@ fn decode_op(code: u32, w: &[u32]) -> Result<Op, String> {
         ACTUAL => {
             arity(3)?;
             Op::Actual([w[0], w[1], w[2]])
+        }
+        TILING => {
+            at_least(3)?;
+            let rank = w[2] as usize;
+            if w.len() != 3 + 2 * rank {
+                return Err(format!(
+                    "tiling of rank {rank} takes {} operand words, got {}",
+                    3 + 2 * rank,
+                    w.len()
+                ));
+            }
+            Op::Tiling {
+                herd: [w[0], w[1]],
+                domain: w[3..3 + rank].to_vec(),
+                tiles: w[3 + rank..].to_vec(),
+            }
         }
         PTR => {
             arity(2)?;

@@ -47,6 +47,7 @@ pub fn check(p: &Program) -> Result<Vec<Types>, ProgramError> {
     let mut launches = vec![Vec::new()];
     let mut grid_seen = false;
     let mut actual_seen = false;
+    let mut tiling_seen = false;
     let mut ops_in_launch = 0;
     for (i, op) in p.ops.iter().enumerate() {
         let fail = |why: String| ProgramError::Format(format!("op {i} ({op:?}): {why}"));
@@ -55,6 +56,7 @@ pub fn check(p: &Program) -> Result<Vec<Types>, ProgramError> {
                 launches.push(Vec::new());
                 grid_seen = false;
                 actual_seen = false;
+                tiling_seen = false;
                 ops_in_launch = 0;
                 continue;
             }
@@ -66,6 +68,25 @@ pub fn check(p: &Program) -> Result<Vec<Types>, ProgramError> {
                     return Err(fail("actual sizes must be positive".into()));
                 }
                 actual_seen = true;
+                continue;
+            }
+            Op::Tiling {
+                herd,
+                domain,
+                tiles,
+            } => {
+                if tiling_seen || ops_in_launch > 0 {
+                    return Err(fail(
+                        "a tiling comes before the launch's ops (after its grid), once".into(),
+                    ));
+                }
+                if herd.contains(&0) || herd.iter().any(|h| *h > 1 << 10) {
+                    return Err(fail("herd sizes must be positive (at most 1024)".into()));
+                }
+                if tiles.len() != domain.len() {
+                    return Err(fail("one tile extent per loop bound".into()));
+                }
+                tiling_seen = true;
                 continue;
             }
             Op::Grid(g) => {
@@ -126,7 +147,7 @@ fn infer(p: &Program, types: &Types, op: &Op) -> Result<Option<Type>, String> {
     };
     let numel = |s: &[u32]| s.iter().map(|d| *d as usize).product::<usize>();
     Ok(Some(match op {
-        Op::Launch | Op::Grid(_) | Op::Actual(_) => return Ok(None),
+        Op::Launch | Op::Grid(_) | Op::Actual(_) | Op::Tiling { .. } => return Ok(None),
         Op::Ptr { arg, elem } => {
             if *arg >= p.num_args {
                 return Err(format!(

@@ -7,36 +7,6 @@ use crate::ops::{BinOp, CastOp, FPred, IPred, Op, UnOp, V};
 use crate::padding::Padding;
 use crate::{DType, Program, ProgramError};
 
-/// Where one element a store writes lands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StoreSite {
-    /// The launch (0 for a plain kernel; a chain's launches count from 0).
-    pub launch: usize,
-    /// The program instance `(x, y, z)` that stores.
-    pub program: [u32; 3],
-    /// The buffer argument.
-    pub arg: u8,
-    /// The element index within that buffer.
-    pub element: usize,
-}
-
-/// Which output elements a dispatch really writes. Every store goes through
-/// [`Coverage::covers`] — the single place where a tiling schedule (which tiles the herd
-/// covers) can decide that an element the kernel stores is never written, so that a schedule
-/// that tiles wrongly yields a wrong result. [`Everything`] writes all of them.
-pub trait Coverage {
-    fn covers(&self, site: &StoreSite) -> bool;
-}
-
-/// The coverage of a schedule that covers the whole iteration space.
-pub struct Everything;
-
-impl Coverage for Everything {
-    fn covers(&self, _: &StoreSite) -> bool {
-        true
-    }
-}
-
 /// A value at run time; its element type and shape are in the launch's [`Types`].
 enum Val {
     Data(Vec<f64>),
@@ -60,12 +30,7 @@ impl Val {
     }
 }
 
-pub fn execute(
-    p: &Program,
-    types: &[Types],
-    args: &mut [&mut [u8]],
-    coverage: &dyn Coverage,
-) -> Result<(), ProgramError> {
+pub fn execute(p: &Program, types: &[Types], args: &mut [&mut [u8]]) -> Result<(), ProgramError> {
     if args.len() != p.num_args as usize {
         return Err(ProgramError::Execute(format!(
             "the kernel takes {} buffer arguments, the dispatch passed {}",
@@ -87,18 +52,29 @@ pub fn execute(
             })
             .unwrap_or([1, 1, 1]);
         let padding = Padding::of(ops, types);
+        let tiles = ops.iter().find_map(|op| match op {
+            Op::Tiling {
+                herd,
+                domain,
+                tiles,
+            } => Some(Tiles {
+                herd: *herd,
+                domain,
+                tiles,
+            }),
+            _ => None,
+        });
         for z in 0..grid[2] {
             for y in 0..grid[1] {
                 for x in 0..grid[0] {
                     let mut instance = Instance {
-                        launch,
                         pid: [x, y, z],
                         grid,
                         bf16_emulation: p.bf16_emulation,
                         types,
-                        coverage,
                         padding: padding.as_ref(),
                         at: 0,
+                        tiles: tiles.as_ref(),
                     };
                     instance.run(ops, args).map_err(|why| {
                         ProgramError::Execute(format!(
@@ -118,16 +94,59 @@ pub fn execute(
 }
 
 struct Instance<'a> {
-    launch: usize,
     pid: [u32; 3],
     grid: [u32; 3],
     bf16_emulation: bool,
     types: &'a Types,
-    coverage: &'a dyn Coverage,
     /// The launch's cut boundary tiles, when it has actual sizes.
     padding: Option<&'a Padding>,
     /// The index of the op being run, within the launch.
     at: usize,
+    tiles: Option<&'a Tiles<'a>>,
+}
+
+/// The tiles a launch's herd computes (its `tiling` op): the herd's cores each compute one
+/// tile of the block and write it back, so an element outside every core's tile is never
+/// stored.
+struct Tiles<'a> {
+    herd: [u32; 2],
+    domain: &'a [u32],
+    tiles: &'a [u32],
+}
+
+impl Tiles<'_> {
+    /// Whether element `i` (row-major) of a stored block of `numel` elements lies in a tile a
+    /// core computes. A block that is not the tiled op's loop space (other sizes) is not
+    /// described by the tiling and counts as computed.
+    fn computed(&self, i: usize, numel: usize) -> bool {
+        // The block is the loop space without its trailing unsplit loops (a matmul's K).
+        let Some(rank) = (1..=self.domain.len()).find(|&r| {
+            self.domain[..r]
+                .iter()
+                .map(|d| *d as usize)
+                .product::<usize>()
+                == numel
+                && self.tiles[r..].iter().all(|t| *t == 0)
+        }) else {
+            return true;
+        };
+        let domain = &self.domain[..rank];
+        let mut herd_axis = 0;
+        for ((bound, tile), stride) in domain.iter().zip(self.tiles).zip(strides(domain)) {
+            if *tile == 0 {
+                continue;
+            }
+            let index = (i / stride) % *bound as usize / *tile as usize;
+            // Split dimensions map to the herd's columns, then rows.
+            if let Some(cores) = self.herd.get(herd_axis)
+                && index >= *cores as usize
+            {
+                return false;
+            }
+            herd_axis += 1;
+        }
+        true
+    }
 }
 
 fn strides(shape: &[u32]) -> Vec<usize> {
@@ -169,7 +188,7 @@ impl Instance<'_> {
     fn run(&mut self, ops: &[Op], args: &mut [&mut [u8]]) -> Result<(), String> {
         let mut vals: Vec<Val> = Vec::with_capacity(self.types.len());
         for (at, op) in ops.iter().enumerate() {
-            if matches!(op, Op::Grid(_) | Op::Actual(_)) {
+            if matches!(op, Op::Grid(_) | Op::Actual(_) | Op::Tiling { .. }) {
                 continue;
             }
             self.at = at;
@@ -193,7 +212,7 @@ impl Instance<'_> {
             Elem::Data(t) | Elem::Ptr { elem: t, .. } => t,
         };
         Ok(Some(match op {
-            Op::Launch | Op::Grid(_) | Op::Actual(_) => return Ok(None),
+            Op::Launch | Op::Grid(_) | Op::Actual(_) | Op::Tiling { .. } => return Ok(None),
             Op::Ptr { .. } => Val::Ptr(vec![0]),
             Op::ProgramId(a) => Val::Data(vec![f64::from(self.pid[*a as usize])]),
             Op::NumPrograms(a) => Val::Data(vec![f64::from(self.grid[*a as usize])]),
@@ -299,13 +318,7 @@ impl Instance<'_> {
                                 elem.name()
                             )
                         })?;
-                    let site = StoreSite {
-                        launch: self.launch,
-                        program: self.pid,
-                        arg,
-                        element: at,
-                    };
-                    if self.coverage.covers(&site) {
+                    if self.tiles.is_none_or(|t| t.computed(i, offsets.len())) {
                         elem.write(*v, &mut buf[at * elem.size()..]);
                     }
                 }

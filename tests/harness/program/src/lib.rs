@@ -25,7 +25,6 @@ mod text;
 
 pub use check::{Elem, MAX_BLOCK, Type};
 pub use dtype::{DType, bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
-pub use exec::{Coverage, Everything, StoreSite};
 pub use ops::{BinOp, CastOp, FPred, IPred, Op, Shape, UnOp, V};
 
 /// `"NPUH"` read as a little-endian word.
@@ -160,19 +159,41 @@ impl Program {
     }
 
     /// Runs every launch once per program instance of its grid over `args` (one byte buffer
-    /// per kernel argument, in order), writing every element the kernel stores.
+    /// per kernel argument, in order). A launch with a `tiling` stores only the elements of
+    /// the tiles its herd's cores compute.
     pub fn execute(&self, args: &mut [&mut [u8]]) -> Result<(), ProgramError> {
-        self.execute_with(args, &Everything)
+        let types = check::check(self)?;
+        exec::execute(self, &types, args)
     }
 
-    /// As [`Program::execute`], writing only the stored elements `coverage` covers.
-    pub fn execute_with(
-        &self,
-        args: &mut [&mut [u8]],
-        coverage: &dyn Coverage,
-    ) -> Result<(), ProgramError> {
-        let types = check::check(self)?;
-        exec::execute(self, &types, args, coverage)
+    /// Gives every launch that has none the herd and tiles of the transform schedule (the
+    /// stand-in air-opt's `air-transform` decides them), right after its grid.
+    pub fn set_tiling(&mut self, herd: [u32; 2], domain: &[u32], tiles: &[u32]) {
+        let tiling = Op::Tiling {
+            herd,
+            domain: domain.to_vec(),
+            tiles: tiles.to_vec(),
+        };
+        let mut out = Vec::with_capacity(self.ops.len() + 2);
+        let mut launches: Vec<Vec<Op>> = self
+            .ops
+            .drain(..)
+            .collect::<Vec<_>>()
+            .split(|op| matches!(op, Op::Launch))
+            .map(<[Op]>::to_vec)
+            .collect();
+        let count = launches.len();
+        for (k, launch) in launches.iter_mut().enumerate() {
+            if !launch.iter().any(|op| matches!(op, Op::Tiling { .. })) {
+                let at = usize::from(matches!(launch.first(), Some(Op::Grid(_))));
+                launch.insert(at, tiling.clone());
+            }
+            out.append(launch);
+            if k + 1 < count {
+                out.push(Op::Launch);
+            }
+        }
+        self.ops = out;
     }
 }
 

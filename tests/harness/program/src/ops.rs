@@ -291,6 +291,16 @@ pub enum Op {
     /// mlir-air's `air-split-launch-for-padding` (run by aircc) cuts the boundary launch tiles
     /// of a matmul to them — see `exec::Padding`. Follows the grid.
     Actual([u32; 3]),
+    /// The herd the transform schedule made and the tiles its cores compute
+    /// (`tiling COLS ROWS [domain] [tiles]`): the launch's block, seen as the tiled op's loop
+    /// bounds `domain`, is split into tiles of `tiles` (0: a dimension not split); the split
+    /// dimensions map in order to the herd's columns and rows, and only the tiles a core of the
+    /// herd computes are stored. Follows the grid; at most once per launch.
+    Tiling {
+        herd: [u32; 2],
+        domain: Vec<u32>,
+        tiles: Vec<u32>,
+    },
     /// `%v = ptr argK T`: the pointer parameter K (counted among pointer parameters).
     Ptr {
         arg: u8,
@@ -401,7 +411,7 @@ impl Op {
     pub fn has_result(&self) -> bool {
         !matches!(
             self,
-            Op::Launch | Op::Grid(_) | Op::Actual(_) | Op::Store { .. }
+            Op::Launch | Op::Grid(_) | Op::Actual(_) | Op::Tiling { .. } | Op::Store { .. }
         )
     }
 
@@ -411,6 +421,7 @@ impl Op {
             Op::Launch
             | Op::Grid(_)
             | Op::Actual(_)
+            | Op::Tiling { .. }
             | Op::Ptr { .. }
             | Op::ProgramId(_)
             | Op::NumPrograms(_)

@@ -148,19 +148,70 @@ fn masked_blocks_over_the_grid() {
 }
 
 #[test]
-fn a_schedule_decides_which_stores_land() {
-    struct FirstProgramOnly;
-    impl Coverage for FirstProgramOnly {
-        fn covers(&self, site: &StoreSite) -> bool {
-            site.program == [0, 0, 0] && site.arg == 2
-        }
-    }
-    let p = Program::parse_text(ADD).unwrap();
-    let (mut x, mut y) = (f32s(&[1.0; 6]), f32s(&[2.0; 6]));
+fn only_the_tiles_the_herd_computes_are_stored() {
+    let run = |herd: [u32; 2], domain: &[u32], tiles: &[u32]| {
+        let mut p = Program::parse_text(ADD).unwrap();
+        p.set_tiling(herd, domain, tiles);
+        p.validate().unwrap();
+        let (mut x, mut y) = (f32s(&[1.0; 6]), f32s(&[2.0; 6]));
+        let mut out = f32s(&[0.0; 6]);
+        p.execute(&mut [&mut x, &mut y, &mut out]).unwrap();
+        read_f32s(&out)
+    };
+    // Two cores of two elements each cover the block of 4: everything lands.
+    assert_eq!(run([2, 1], &[4], &[2]), [3.0; 6]);
+    // Tiles of 3 need two cores too (the second one computes a partial tile).
+    assert_eq!(run([2, 1], &[4], &[3]), [3.0; 6]);
+    // One core of two: the second half of every block is never written.
+    assert_eq!(run([1, 1], &[4], &[2]), [3.0, 3.0, 0.0, 0.0, 3.0, 3.0]);
+    // A tiling of another loop space does not describe this block.
+    assert_eq!(run([1, 1], &[8], &[2]), [3.0; 6]);
+    // Trailing loops that are not split (a matmul's K) are not part of the stored block.
+    assert_eq!(
+        run([1, 1], &[4, 16], &[2, 0]),
+        [3.0, 3.0, 0.0, 0.0, 3.0, 3.0]
+    );
+}
+
+#[test]
+fn a_tiling_maps_split_dimensions_to_herd_columns_then_rows() {
+    // A 2x3 block; dimension 0 split into rows of 1 over 1 column, dimension 1 into tiles of 2
+    // over 1 row: only row 0's first two elements land.
+    let text = format!(
+        "args 2\ntiling 1 1 [2,3] [1,2]\n{ROWS}%14 = splat %1 [2,3]\n%15 = addptr %14 %10\n\
+         store %15 %13\n"
+    );
+    let p = Program::parse_text(&text).unwrap();
+    let mut x = f32s(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
     let mut out = f32s(&[0.0; 6]);
-    p.execute_with(&mut [&mut x, &mut y, &mut out], &FirstProgramOnly)
-        .unwrap();
-    assert_eq!(read_f32s(&out), [3.0, 3.0, 3.0, 3.0, 0.0, 0.0]);
+    p.execute(&mut [&mut x, &mut out]).unwrap();
+    assert_eq!(read_f32s(&out), [1.0, 2.0, 0.0, 0.0, 0.0, 0.0]);
+    // The whole herd (2 columns x 2 rows) covers it.
+    let p = Program::parse_text(&text.replace("tiling 1 1", "tiling 2 2")).unwrap();
+    let mut out = f32s(&[0.0; 6]);
+    p.execute(&mut [&mut x, &mut out]).unwrap();
+    assert_eq!(read_f32s(&out), [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+}
+
+#[test]
+fn a_tiling_round_trips_and_bad_ones_are_refused() {
+    let mut p = Program::parse_text(ADD).unwrap();
+    p.set_tiling([4, 1], &[1024], &[256]);
+    assert!(
+        p.to_string()
+            .contains("grid 2 1 1\ntiling 4 1 [1024] [256]\n")
+    );
+    assert_eq!(Program::parse_text(&p.to_string()).unwrap(), p);
+    assert_eq!(Program::decode(&p.encode()).unwrap(), p);
+    // Once, before the ops, one tile extent per bound, a herd of at least one core.
+    for bad in [
+        "args 1\ntiling 1 1 [4] [2]\ntiling 1 1 [4] [2]\n",
+        "args 1\n%0 = ptr arg0 f32\ntiling 1 1 [4] [2]\n",
+        "args 1\ntiling 1 1 [4,4] [2]\n",
+        "args 1\ntiling 0 1 [4] [2]\n",
+    ] {
+        assert!(Program::parse_text(bad).is_err(), "{bad}");
+    }
 }
 
 /// A 2×3 row-major block: `x[r, c]` at `r * 3 + c`.

@@ -61,6 +61,11 @@ impl fmt::Display for OpText<'_> {
             Op::Launch => write!(f, "launch"),
             Op::Grid([x, y, z]) => write!(f, "grid {x} {y} {z}"),
             Op::Actual([m, n, k]) => write!(f, "actual {m} {n} {k}"),
+            Op::Tiling {
+                herd: [c, r],
+                domain,
+                tiles,
+            } => write!(f, "tiling {c} {r} {} {}", shape(domain), shape(tiles)),
             Op::Ptr { arg, elem } => write!(f, "ptr arg{arg} {}", elem.name()),
             Op::ProgramId(a) => write!(f, "program_id {a}"),
             Op::NumPrograms(a) => write!(f, "num_programs {a}"),
@@ -205,6 +210,11 @@ fn parse_op(n: usize, body: &str) -> Result<Op, ProgramError> {
         ["launch"] => Op::Launch,
         ["grid", x, y, z] => Op::Grid([small(x)?, small(y)?, small(z)?]),
         ["actual", m, n, k] => Op::Actual([small(m)?, small(n)?, small(k)?]),
+        ["tiling", c, r, d, t] => Op::Tiling {
+            herd: [small(c)?, small(r)?],
+            domain: list(d)?,
+            tiles: list(t)?,
+        },
         ["ptr", a, t] => Op::Ptr {
             arg: a
                 .strip_prefix("arg")

@@ -15,6 +15,13 @@ pub const GRID: &str = "npu_harness.grid";
 /// The actual sizes `air-wrap-func-with-parallel{actual-sizes=M,N,K}` gave the launch (real AIR
 /// carries them as the launch's `air.actual_sizes`).
 pub const ACTUAL_SIZES: &str = "npu_harness.actual_sizes";
+/// `npu_harness.loads_memory_space = N : i32`: added by the stand-in air-opt's
+/// `air-override-memref-memory-space{memory-space=N}`: the memory space of the buffers the
+/// kernel's loads copy into (the transform judge's payload model reads it).
+pub const LOADS_MEMORY_SPACE: &str = "npu_harness.loads_memory_space";
+/// `npu_harness.herd = "<cols> <rows> [domain] [tiles]"`: added by the stand-in air-opt's
+/// `air-transform`: the herd the schedule made and the tiles its cores compute.
+pub const HERD: &str = "npu_harness.herd";
 
 /// An MLIR string literal for `s` (quotes included).
 pub fn mlir_string(s: &str) -> String {
@@ -119,6 +126,7 @@ pub fn meaning(module: &str) -> Meaning {
                 if let Some(sizes) = actual_sizes(module) {
                     p.set_actual_sizes(sizes);
                 }
+                set_herd_tiling(&mut p, module);
                 Meaning::Program(p)
             }
             Err(e) => Meaning::NotComputable {
@@ -213,6 +221,65 @@ pub fn set_module_attr(module: &str, name: &str, value: &str) -> String {
     }
     // A bare function list: MLIR wraps it in an implicit module.
     format!("module attributes {{{entry}}} {{\n{module}\n}}\n")
+}
+
+/// The text of `npu_harness.herd`: one `cols rows [domain] [tiles]` per herd, `;` between.
+pub fn herds_text(herds: &[crate::transform::interp::Herd]) -> String {
+    let list = |v: &[u64]| {
+        let items: Vec<String> = v.iter().map(u64::to_string).collect();
+        format!("[{}]", items.join(","))
+    };
+    herds
+        .iter()
+        .map(|h| {
+            format!(
+                "{} {} {} {}",
+                h.size[0],
+                h.size[1],
+                list(&h.domain),
+                list(&h.tiles)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Gives `program` the tiling of the herd air-opt recorded (`npu_harness.herd`), when the
+/// schedule made exactly one: which tiles the device computes.
+pub fn set_herd_tiling(program: &mut Program, module: &str) {
+    let herds = string_attr(module, HERD).and_then(|t| parse_herds(&t));
+    if let Some([herd]) = herds.as_deref() {
+        let small = |v: &u64| u32::try_from(*v).unwrap_or(u32::MAX);
+        program.set_tiling(
+            [small(&herd.size[0]), small(&herd.size[1])],
+            &herd.domain.iter().map(small).collect::<Vec<_>>(),
+            &herd.tiles.iter().map(small).collect::<Vec<_>>(),
+        );
+    }
+}
+
+/// Reads [`herds_text`] back (None when malformed).
+pub fn parse_herds(text: &str) -> Option<Vec<crate::transform::interp::Herd>> {
+    let list = |s: &str| -> Option<Vec<u64>> {
+        let inner = s.strip_prefix('[')?.strip_suffix(']')?;
+        if inner.is_empty() {
+            return Some(Vec::new());
+        }
+        inner.split(',').map(|v| v.parse().ok()).collect()
+    };
+    text.split(';')
+        .map(|h| {
+            let parts: Vec<&str> = h.split_whitespace().collect();
+            let [cols, rows, domain, tiles] = parts.as_slice() else {
+                return None;
+            };
+            Some(crate::transform::interp::Herd {
+                size: [cols.parse().ok()?, rows.parse().ok()?],
+                domain: list(domain)?,
+                tiles: list(tiles)?,
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -33,6 +33,11 @@ use crate::mlir;
 /// Triton's trailing `num_programs` x, y, z and `program_id` x, y, z parameters.
 const GRID_PARAMS: usize = 6;
 
+/// The herds air-opt's `air-transform` recorded (`npu_harness.herd`), if any.
+pub fn herds(module: &str) -> Option<Vec<crate::transform::interp::Herd>> {
+    attrs::string_attr(module, attrs::HERD).and_then(|t| attrs::parse_herds(&t))
+}
+
 /// The module with its first function's body moved into a launch (unchanged when it already
 /// has one, or has no function).
 pub fn par_to_launch(module: &str) -> String {
@@ -111,6 +116,8 @@ pub fn par_to_launch(module: &str) -> String {
                     if let Some(sizes) = attrs::actual_sizes(module) {
                         program.set_actual_sizes(sizes);
                     }
+                    // The herd the schedule made decides which tiles the device computes.
+                    attrs::set_herd_tiling(&mut program, module);
                     program.to_string()
                 }
                 Err(_) => p,

@@ -18,5 +18,6 @@ pub mod linalg;
 pub mod meaning;
 pub mod mlir;
 pub mod pipeline;
+pub mod placement;
 pub mod transform;
 pub mod ttir;

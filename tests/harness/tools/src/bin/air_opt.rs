@@ -188,6 +188,18 @@ fn run(elements: &[Element], anchor: Option<&str>, module: &mut String, ran: &mu
                 let outcome = transform::parse(&text)
                     .and_then(|script| transform::interp::run(&script, module))
                     .unwrap_or_else(|e| harness::fail(&e.render(file)));
+                // mlir-air's air.herd verifier runs when the pass ends (the pass manager
+                // verifies the module): L1-only allocations and accesses inside each herd.
+                if let Some(violation) = &outcome.herd_violation {
+                    harness::fail(violation);
+                }
+                if !outcome.herds.is_empty() {
+                    *module = attrs::set_module_attr(
+                        module,
+                        attrs::HERD,
+                        &attrs::mlir_string(&attrs::herds_text(&outcome.herds)),
+                    );
+                }
                 if outcome.precise && !outcome.l3_allocations.is_empty() {
                     *module = attrs::set_module_attr(
                         module,
@@ -195,6 +207,18 @@ fn run(elements: &[Element], anchor: Option<&str>, module: &mut String, ran: &mu
                         &attrs::mlir_string(&outcome.l3_allocations.join("; ")),
                     );
                 }
+            }
+            "air-override-memref-memory-space" => {
+                // The buffers the kernel's loads copy into now live in this memory space
+                // (default 0: mlir-air Passes.td:1828, AIROverrideMemRefMemorySpace).
+                let space: i64 = get("memory-space")
+                    .and_then(|v| v.trim().parse().ok())
+                    .unwrap_or(0);
+                *module = attrs::set_module_attr(
+                    module,
+                    attrs::LOADS_MEMORY_SPACE,
+                    &format!("{space} : i32"),
+                );
             }
             "air-wrap-func-with-parallel" => {
                 let bounds: Vec<i64> = get("loop-bounds")
@@ -241,7 +265,7 @@ fn run(elements: &[Element], anchor: Option<&str>, module: &mut String, ran: &mu
                     && let Some(what) = attrs::string_attr(module, L3_ALLOCS)
                 {
                     harness::fail(&format!(
-                        "<unknown>:0: error: 'air.segment' op memref.alloc inside air.segment \
+                        "<unknown>:0: error: 'memref.alloc' op memref.alloc inside air.segment \
                          must have memory space >= L2, but found memory space L3\n\
                          <unknown>:0: note: the allocation: {what}"
                     ));

@@ -23,11 +23,13 @@
 
 use std::path::{Path, PathBuf};
 
+use npu_harness_program::Op;
 use npu_harness_tools::artifacts;
 use npu_harness_tools::attrs::Meaning;
 use npu_harness_tools::chain;
 use npu_harness_tools::cli::{self, Parsed, flag, list, optional, value};
 use npu_harness_tools::harness;
+use npu_harness_tools::{launch, placement};
 
 const TOOL: &str = "aircc";
 
@@ -155,6 +157,29 @@ fn main() {
     if verbose {
         println!("compiling {input} for {device}");
     }
+    // The herds go on the array before anything is written (air-place-herds, then the AIE
+    // dialect's tile check; see npu_harness_tools::placement).
+    let mut meaning = chain::meaning(&module);
+    let int = |opt: &str| args.value(opt).and_then(|v| v.parse::<i64>().ok());
+    let array = placement::array(device, int("num-cols"), int("num-rows"), int("row-offset"));
+    if let Err(e) = placement::place(&herd_shapes(&module, &meaning), &array) {
+        // Diagnostics carry the input's location, as MLIR prints them.
+        let located: Vec<String> = e
+            .lines()
+            .map(|l| match l.strip_prefix("error: ") {
+                Some(rest) => format!("{input}:0:0: error: {rest}"),
+                None => l.to_owned(),
+            })
+            .collect();
+        harness::fail(&format!(
+            "{}\nError: pass pipeline failed: air-place-herds{{num-rows={} num-cols={} \
+             row-anchor={}}}",
+            located.join("\n"),
+            array.rows,
+            array.cols,
+            array.row_anchor
+        ));
+    }
     // The intermediates aircc saves.
     let base = Path::new(input)
         .file_name()
@@ -168,7 +193,6 @@ fn main() {
     check_peano(&args);
 
     // 5. The artifacts.
-    let mut meaning = chain::meaning(&module);
     // `--bf16-emulation` changes what the device multiplies (f32 dot inputs become bf16).
     if let Meaning::Program(p) = &mut meaning {
         p.bf16_emulation = args.flag("bf16-emulation");
@@ -214,6 +238,24 @@ fn main() {
     {
         println!("note: the kernel is not computable by the harness devices: {reason}");
     }
+}
+
+/// The herds of the kernel (`[columns, rows]`): those air-opt recorded on the module and those
+/// of each launch's program (a chain's kernels each bring theirs).
+fn herd_shapes(module: &str, meaning: &Meaning) -> Vec<[u64; 2]> {
+    let mut shapes: Vec<[u64; 2]> = launch::herds(module)
+        .unwrap_or_default()
+        .iter()
+        .map(|h| h.size)
+        .collect();
+    if let Meaning::Program(p) = meaning {
+        for op in &p.ops {
+            if let Op::Tiling { herd, .. } = op {
+                shapes.push([u64::from(herd[0]), u64::from(herd[1])]);
+            }
+        }
+    }
+    shapes
 }
 
 /// LLVM-level value checks, before any side effect (cl rejects these while parsing).

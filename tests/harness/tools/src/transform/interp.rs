@@ -14,11 +14,24 @@
 //!   SCFTransformOps.cpp): exactly one payload op, an `scf.forall`, without shared outputs;
 //! * `one_shot_bufferize` gives every tensor result that has no buffer yet a new
 //!   `memref.alloc` in memory space 0 (L3); the model records them and `air-par-to-launch`
-//!   refuses them with mlir-air's `air.segment` verifier message (AIRDialect.cpp:1752-1754).
+//!   refuses them with mlir-air's `air.segment` verifier message (AIRDialect.cpp:1752-1754);
+//! * mlir-air's `air.herd` verifier (AIRDialect.cpp:2055-2059, `verifyAllocMemorySpace`
+//!   :1641-1682 and `verifyComputeMemoryAccess` :1717-1750), checked when the pass ends as MLIR's
+//!   pass manager verifies: every allocation inside a herd is in L1, and every direct access
+//!   (the `vector.transfer_read`/`transfer_write` a vectorized compute op becomes) reads and
+//!   writes L1 only. To know where each operand lives the model follows the data flow of the
+//!   linalg ops (see [`super::payload`]) and the steps that stage operands: `structured.pad` +
+//!   `bufferize_to_allocation`, `air.linalg_promote`, `structured.promote`,
+//!   `structured.promote_tensor`, and the destinations `bufferize_to_allocation` gives.
+//!
+//! It also reports each herd's shape and the tiles its cores compute (from
+//! `tile_using_forall`'s `num_threads`/`tile_sizes` over the tiled op's loop bounds), which the
+//! stand-in records into the kernel's program so that the harness device runs per tile.
 
 use std::collections::{HashMap, HashSet};
 
-use super::{Error, Kind, Op, Script};
+use super::payload::{self, Payload};
+use super::{Error, Kind, Op, Script, Token};
 
 /// Payload ops whose tensor result needs a buffer when the IR is bufferized.
 const NEEDS_BUFFER: &[&str] = &[
@@ -31,6 +44,41 @@ const NEEDS_BUFFER: &[&str] = &[
     "tensor.pad",
 ];
 
+/// mlir-air's memory spaces (AIR's MemorySpace enum: L3 = 0, L2 = 1, L1 = 2).
+const L1: i64 = 2;
+
+fn space_name(space: i64) -> Option<&'static str> {
+    match space {
+        0 => Some("L3"),
+        1 => Some("L2"),
+        2 => Some("L1"),
+        _ => None,
+    }
+}
+
+/// Whether the model keeps every payload op named `name` (so that a match finds them all).
+fn tracked(name: &str) -> bool {
+    matches!(
+        name,
+        "builtin.module"
+            | "func.func"
+            | "scf.forall"
+            | "scf.for"
+            | "scf.parallel"
+            | "air.herd"
+            | "tensor.pad"
+    ) || (name.starts_with("linalg.") && name != "linalg.copy")
+}
+
+/// Payload ops a vectorizer turns into vector transfers of their operands.
+const COMPUTE: &[&str] = &[
+    "linalg.generic",
+    "linalg.fill",
+    "linalg.matmul",
+    "linalg.reduce",
+    "linalg.transpose",
+];
+
 /// Transform ops that leave the payload's structure (as modelled) as it was.
 const STRUCTURE_KEEPING: &[&str] = &[
     "transform.annotate",
@@ -41,7 +89,6 @@ const STRUCTURE_KEEPING: &[&str] = &[
     "transform.cast",
     "transform.get_consumers_of_result",
     "transform.get_defining_op",
-    "transform.get_operand",
     "transform.get_parent_op",
     "transform.get_result",
     "transform.match.operation_name",
@@ -49,12 +96,32 @@ const STRUCTURE_KEEPING: &[&str] = &[
     "transform.param.constant",
     "transform.print",
     "transform.split_handle",
-    "transform.structured.flatten_elementwise",
     "transform.structured.match",
     "transform.structured.rewrite_in_destination_passing_style",
     "transform.air.fold_unit_extent_dims",
     "transform.air.convert_memref_copy_to_linalg_copy",
 ];
+
+/// Where an operand of a linalg op comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Src {
+    /// The result of another payload op.
+    Op(usize),
+    /// A value the model does not follow as an op: a load (`bufferization.to_tensor` of the
+    /// `memref.alloc` a load copies into), a slice, a constant.
+    Value(String),
+    /// A `tensor.empty`: it gets a buffer only when the IR is bufferized.
+    Empty,
+}
+
+/// The tiles a loop made by tiling runs: per loop dimension of the tiled op, the tile extent
+/// (0: not tiled) and how many tiles there are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct LoopTiling {
+    domain: Vec<u64>,
+    tiles: Vec<u64>,
+    counts: Vec<u64>,
+}
 
 #[derive(Debug, Clone)]
 struct PayloadOp {
@@ -63,11 +130,25 @@ struct PayloadOp {
     alive: bool,
     /// The memory space of the buffer given to its result before bufferization.
     buffer: Option<i64>,
+    /// Where that buffer's `memref.alloc` is: the op's parent when it was allocated.
+    alloc_at: Option<usize>,
     /// For `scf.forall`: it still has shared outputs (not bufferized).
     shared_outs: bool,
     attrs: HashSet<String>,
     /// For a `tensor.pad` made by `structured.pad`: (padded op, operand index).
     pad_of: Option<(usize, usize)>,
+    ins: Vec<Src>,
+    outs: Vec<Src>,
+    /// The op's loop bounds (empty when unknown).
+    domain: Vec<u64>,
+    /// Operand index -> the memory space of the copy a promotion staged it in.
+    promoted: HashMap<usize, i64>,
+    /// Its parent before tiling put it in a loop: a tiled op's destination stays there.
+    home: Option<usize>,
+    /// It has become vector transfers (direct loads and stores).
+    vectorized: bool,
+    /// For a loop tiling made.
+    tiling: Option<LoopTiling>,
 }
 
 impl PayloadOp {
@@ -77,18 +158,42 @@ impl PayloadOp {
             parent,
             alive: true,
             buffer: None,
+            alloc_at: None,
             shared_outs: false,
             attrs: HashSet::new(),
             pad_of: None,
+            ins: Vec::new(),
+            outs: Vec::new(),
+            domain: Vec::new(),
+            promoted: HashMap::new(),
+            home: None,
+            vectorized: false,
+            tiling: None,
         }
+    }
+
+    fn operands(&self) -> usize {
+        self.ins.len() + self.outs.len()
     }
 }
 
 #[derive(Debug, Clone)]
 enum Handle {
     Ops(Vec<usize>),
+    /// Operands of payload ops (`get_operand`): (op, operand index).
+    Values(Vec<(usize, usize)>),
     /// Something the model does not follow.
     Opaque,
+}
+
+/// A herd the schedule made: its shape (columns, rows) and the tiles its cores compute.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Herd {
+    pub size: [u64; 2],
+    /// The loop bounds of the op whose loop became the herd (empty when unknown).
+    pub domain: Vec<u64>,
+    /// The tile extent per loop dimension (0: the dimension is not split).
+    pub tiles: Vec<u64>,
 }
 
 /// What running the script found out about the payload.
@@ -96,59 +201,85 @@ enum Handle {
 pub struct Outcome {
     /// Tensor results that one_shot_bufferize had to allocate in L3 (memory space 0).
     pub l3_allocations: Vec<String>,
-    /// Whether the model followed every step (else no L3 verdict is given).
+    /// Whether the model followed every step (else no L3 or herd verdict is given).
     pub precise: bool,
+    /// The herds, in the order the schedule made them.
+    pub herds: Vec<Herd>,
+    /// What mlir-air's `air.herd` verifier refuses in the result (precise runs only).
+    pub herd_violation: Option<String>,
 }
 
 struct Interp<'a> {
     script: &'a Script,
     payload: Vec<PayloadOp>,
+    /// The memory space of loaded values (`air-override-memref-memory-space` sets it).
+    loads_space: i64,
+    /// Allocations promotions made: (where, memory space, what).
+    promotions: Vec<(usize, i64, String)>,
+    herds: Vec<usize>,
     bufferized: bool,
     precise: bool,
     l3: Vec<String>,
     depth: usize,
 }
 
-/// The payload model of an input module: the module, its functions and their linalg ops.
-fn model(module: &str) -> Vec<PayloadOp> {
-    let op = PayloadOp::new;
-    let mut ops = vec![op("builtin.module", None)];
-    let mut func = 0;
-    let bytes = module.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'"' {
-            i = crate::mlir::skip_string(bytes, i);
-            continue;
-        }
-        let word_start = i == 0 || !crate::mlir::is_ident(bytes[i - 1]);
-        if word_start && bytes[i].is_ascii_alphabetic() {
-            let end = (i..bytes.len())
-                .find(|&j| !crate::mlir::is_ident(bytes[j]))
-                .unwrap_or(bytes.len());
-            let word = &module[i..end];
-            if word == "func.func" {
-                ops.push(op("func.func", Some(0)));
-                func = ops.len() - 1;
-            } else if let Some(kind) = word.strip_prefix("linalg.")
-                && !matches!(kind, "yield" | "index")
-            {
-                let parent = if func == 0 { 0 } else { func };
-                ops.push(op(word, Some(parent)));
+/// The payload model of an input module: the module, its functions and their linalg ops with
+/// where each operand comes from.
+fn model(module: &str, loads_space: i64) -> Vec<PayloadOp> {
+    let Payload {
+        ops: linalg,
+        empties,
+        reshapes,
+        funcs,
+    } = payload::read(module);
+    let mut ops = vec![PayloadOp::new("builtin.module", None)];
+    for _ in 0..funcs {
+        ops.push(PayloadOp::new("func.func", Some(0)));
+    }
+    let first = ops.len();
+    let results: HashMap<&str, usize> = linalg
+        .iter()
+        .enumerate()
+        .filter_map(|(k, l)| l.result.as_deref().map(|r| (r, first + k)))
+        .collect();
+    let src = |v: &String| {
+        // A reshaped value is followed to what it reshapes.
+        let mut v = v;
+        for _ in 0..reshapes.len() {
+            match reshapes.get(v) {
+                Some(source) => v = source,
+                None => break,
             }
-            i = end;
-            continue;
         }
-        i += 1;
+        match results.get(v.as_str()) {
+            Some(&i) => Src::Op(i),
+            None if empties.contains(v) => Src::Empty,
+            None => Src::Value(v.clone()),
+        }
+    };
+    for l in &linalg {
+        let mut op = PayloadOp::new(&l.name, Some(l.func.map_or(0, |f| 1 + f)));
+        op.ins = l.ins.iter().map(src).collect();
+        op.outs = l.outs.iter().map(src).collect();
+        op.domain = l.domain.clone();
+        if l.on_memref {
+            // It writes a buffer the kernel allocated (a load's, in the loads' space).
+            op.buffer = Some(loads_space);
+        }
+        ops.push(op);
     }
     ops
 }
 
-/// Runs the script over `module`'s model.
+/// Runs the script over `module`'s model and, when the model followed it, checks the herds.
 pub fn run(script: &Script, module: &str) -> Result<Outcome, Error> {
+    let loads_space = crate::attrs::int_attr(module, crate::attrs::LOADS_MEMORY_SPACE).unwrap_or(0);
     let mut it = Interp {
         script,
-        payload: model(module),
+        payload: model(module, loads_space),
+        loads_space,
+        promotions: Vec::new(),
+        herds: Vec::new(),
         bufferized: false,
         precise: true,
         l3: Vec::new(),
@@ -165,9 +296,12 @@ pub fn run(script: &Script, module: &str) -> Result<Outcome, Error> {
             it.apply_top(op, &root)?;
         }
     }
+    let herd_violation = if it.precise { it.verify_herds() } else { None };
     Ok(Outcome {
+        herds: it.herd_shapes(),
         l3_allocations: it.l3,
         precise: it.precise,
+        herd_violation,
     })
 }
 
@@ -254,6 +388,242 @@ impl Interp<'_> {
             .collect()
     }
 
+    /// mlir-air's `transform.air.fuse_elementwise_linalg` on one function: each generic, last
+    /// first, absorbs the elementwise ops (generics, fills) that produce its operands. The
+    /// kept generic reads what they read from outside, once each, and writes where the
+    /// first of them wrote.
+    fn fuse_elementwise(&mut self, f: usize) {
+        let elementwise = self.descendants(&[f], |p| {
+            matches!(p.name.as_str(), "linalg.generic" | "linalg.fill")
+        });
+        let mut absorbed: HashSet<usize> = HashSet::new();
+        for &keep in elementwise.iter().rev() {
+            if absorbed.contains(&keep) || self.payload[keep].name != "linalg.generic" {
+                continue;
+            }
+            let mut group = vec![keep];
+            let mut at = 0;
+            while at < group.len() {
+                let srcs: Vec<Src> = {
+                    let g = &self.payload[group[at]];
+                    g.ins.iter().chain(&g.outs).cloned().collect()
+                };
+                for s in srcs {
+                    if let Src::Op(p) = s
+                        && elementwise.contains(&p)
+                        && !group.contains(&p)
+                        && !absorbed.contains(&p)
+                    {
+                        group.push(p);
+                    }
+                }
+                at += 1;
+            }
+            let mut ins: Vec<Src> = Vec::new();
+            for &i in &group {
+                if self.payload[i].name == "linalg.fill" {
+                    continue; // a scalar, folded into the body
+                }
+                for s in &self.payload[i].ins {
+                    let inside = matches!(s, Src::Op(p) if group.contains(p));
+                    if !inside && !ins.contains(s) {
+                        ins.push(s.clone());
+                    }
+                }
+            }
+            let mut outs = self.payload[keep].outs.clone();
+            for o in &mut outs {
+                for _ in 0..group.len() {
+                    match o.clone() {
+                        Src::Op(p) if group.contains(&p) => {
+                            *o = self.payload[p].outs.first().cloned().unwrap_or(Src::Empty);
+                        }
+                        _ => break,
+                    }
+                }
+            }
+            for &i in &group[1..] {
+                self.payload[i].alive = false;
+                absorbed.insert(i);
+            }
+            absorbed.insert(keep);
+            let k = &mut self.payload[keep];
+            k.ins = ins;
+            k.outs = outs;
+        }
+    }
+
+    /// Operand `k` of op `i` gets a copy in memory space `space`, allocated next to the op.
+    fn promote(&mut self, i: usize, k: usize, space: i64, by: &str) {
+        self.payload[i].promoted.insert(k, space);
+        if let Some(at) = self.payload[i].parent {
+            self.promotions.push((
+                at,
+                space,
+                format!("operand {k} of a {} ({by})", self.payload[i].name),
+            ));
+        }
+    }
+
+    /// The producer of operand `k` of op `o`: the pad `structured.pad` put there, else the
+    /// linalg op whose result it is.
+    fn producer(&self, o: usize, k: usize) -> Option<usize> {
+        let pad = (0..self.payload.len())
+            .find(|&p| self.payload[p].alive && self.payload[p].pad_of == Some((o, k)));
+        if pad.is_some() {
+            return pad;
+        }
+        let op = &self.payload[o];
+        match op.ins.iter().chain(&op.outs).nth(k) {
+            Some(Src::Op(p)) if self.payload[*p].alive => Some(*p),
+            _ => None,
+        }
+    }
+
+    /// The memory space operand `k` of op `i` is read from or written to.
+    fn operand_space(&self, i: usize, k: usize) -> i64 {
+        let op = &self.payload[i];
+        if let Some(&s) = op.promoted.get(&k) {
+            return s;
+        }
+        if let Some(pad) = (0..self.payload.len())
+            .find(|&p| self.payload[p].alive && self.payload[p].pad_of == Some((i, k)))
+        {
+            return self.payload[pad].buffer.unwrap_or(0);
+        }
+        let output = k >= op.ins.len();
+        if output && let Some(s) = op.buffer {
+            return s;
+        }
+        let src = if output {
+            op.outs.get(k - op.ins.len())
+        } else {
+            op.ins.get(k)
+        };
+        src.map_or(L1, |s| self.space_of(s))
+    }
+
+    /// Whether `src` is (through destinations) the result of an op given a buffer.
+    fn allocated(&self, src: &Src) -> bool {
+        let mut src = src.clone();
+        for _ in 0..self.payload.len() {
+            match src {
+                Src::Op(p) if self.payload[p].buffer.is_some() => return true,
+                Src::Op(p) => match self.payload[p].outs.first() {
+                    Some(o) => src = o.clone(),
+                    None => return false,
+                },
+                _ => return false,
+            }
+        }
+        false
+    }
+
+    fn space_of(&self, src: &Src) -> i64 {
+        let mut src = src.clone();
+        for _ in 0..self.payload.len() {
+            match src {
+                Src::Value(_) => return self.loads_space,
+                Src::Empty => return 0,
+                Src::Op(p) => match (&self.payload[p].buffer, self.payload[p].outs.first()) {
+                    (Some(s), _) => return *s,
+                    (None, Some(o)) => src = o.clone(),
+                    (None, None) => return 0,
+                },
+            }
+        }
+        0
+    }
+
+    /// mlir-air's `air.herd` verifier (AIRDialect.cpp:2055-2059) on every herd: allocations
+    /// in L1 (`verifyAllocMemorySpace`), then direct accesses in L1
+    /// (`verifyComputeMemoryAccess`). Returns the first violation, in mlir-air's words.
+    fn verify_herds(&self) -> Option<String> {
+        for &h in &self.herds {
+            if !self.payload[h].alive {
+                continue;
+            }
+            let allocs = self
+                .payload
+                .iter()
+                .filter(|p| p.alive && p.alloc_at.is_some_and(|a| self.within(a, h)))
+                .filter_map(|p| p.buffer.map(|s| (s, format!("the buffer of a {}", p.name))))
+                .chain(
+                    self.promotions
+                        .iter()
+                        .filter(|(at, _, _)| self.within(*at, h))
+                        .map(|(_, s, what)| (*s, what.clone())),
+                );
+            for (space, what) in allocs {
+                if space < L1 {
+                    let found = match space_name(space) {
+                        Some(n) => format!("memory space {n}"),
+                        None => format!("numeric memory space {space}"),
+                    };
+                    return Some(format!(
+                        "<unknown>:0: error: 'memref.alloc' op memref.alloc inside air.herd must \
+                         have memory space >= L1, but found {found}\n\
+                         <unknown>:0: note: the allocation: {what}"
+                    ));
+                }
+            }
+            for i in self.descendants(&[h], |p| p.vectorized && COMPUTE.contains(&p.name.as_str()))
+            {
+                let op = &self.payload[i];
+                // A fill's input is a scalar; only its output is memory.
+                let first = if op.name == "linalg.fill" {
+                    op.ins.len()
+                } else {
+                    0
+                };
+                for k in first..op.operands() {
+                    let space = self.operand_space(i, k);
+                    if space >= L1 {
+                        continue;
+                    }
+                    let access = if k < op.ins.len() {
+                        "vector.transfer_read"
+                    } else {
+                        "vector.transfer_write"
+                    };
+                    let name = space_name(space).map_or(space.to_string(), str::to_owned);
+                    return Some(format!(
+                        "<unknown>:0: error: '{access}' op inside 'air.herd' accesses memref with \
+                         memory_space {name}; AIE core tiles can only access L1 or more local \
+                         memory directly. Use air.dma_memcpy_nd to stage data first.\n\
+                         <unknown>:0: note: operand {k} of the vectorized {} inside the herd",
+                        op.name
+                    ));
+                }
+            }
+        }
+        None
+    }
+
+    /// Each live herd's shape and tiles (herds whose tiling the model lost are left out).
+    fn herd_shapes(&self) -> Vec<Herd> {
+        self.herds
+            .iter()
+            .filter(|&&h| self.payload[h].alive)
+            .filter_map(|&h| {
+                let t = self.payload[h].tiling.as_ref()?;
+                let counts: Vec<u64> = t.counts.iter().copied().filter(|c| *c > 0).collect();
+                let size = [
+                    counts.first().copied().unwrap_or(1),
+                    counts.get(1).copied().unwrap_or(1),
+                ];
+                let tiles = (0..t.domain.len())
+                    .map(|j| t.tiles.get(j).copied().unwrap_or(0))
+                    .collect();
+                Some(Herd {
+                    size,
+                    domain: t.domain.clone(),
+                    tiles,
+                })
+            })
+            .collect()
+    }
+
     fn apply(&mut self, op: &Op, env: &mut HashMap<String, Handle>) -> Result<Vec<Handle>, Error> {
         let arg = |k: usize| -> Handle {
             op.operand(k)
@@ -302,7 +672,9 @@ impl Interp<'_> {
                 } else {
                     Vec::new()
                 };
-                if names.is_empty() {
+                // Ops the model does not keep (copies, stores, vector ops) would match
+                // nothing here but exist in the payload.
+                if names.is_empty() || !names.iter().all(|n| tracked(n)) {
                     return Ok(opaque(n));
                 }
                 let found = self.descendants(&roots, |p| {
@@ -335,7 +707,7 @@ impl Interp<'_> {
                 for k in 0..op.operands().len() {
                     match arg(k) {
                         Handle::Ops(v) => all.extend(v),
-                        Handle::Opaque => return Ok(opaque(n)),
+                        Handle::Values(_) | Handle::Opaque => return Ok(opaque(n)),
                     }
                 }
                 return Ok(vec![Handle::Ops(all)]);
@@ -343,20 +715,18 @@ impl Interp<'_> {
             "transform.air.fuse_elementwise_linalg" => {
                 if let Handle::Ops(funcs) = &target {
                     for &f in funcs {
-                        let elementwise = self.descendants(&[f], |p| {
-                            matches!(p.name.as_str(), "linalg.generic" | "linalg.fill")
-                        });
-                        // Producers fuse into their consumers: the last generic stays.
-                        if let Some(&keep) = elementwise
-                            .iter()
-                            .rev()
-                            .find(|&&i| self.payload[i].name == "linalg.generic")
-                        {
-                            for &i in &elementwise {
-                                if i != keep {
-                                    self.payload[i].alive = false;
-                                }
-                            }
+                        self.fuse_elementwise(f);
+                    }
+                }
+                return Ok(vec![target; n]);
+            }
+            "transform.structured.flatten_elementwise" => {
+                // The op keeps its identity; its loops collapse into one.
+                if let Handle::Ops(v) = &target {
+                    for &i in v {
+                        let d = &mut self.payload[i].domain;
+                        if !d.is_empty() {
+                            *d = vec![d.iter().product()];
                         }
                     }
                 }
@@ -364,15 +734,23 @@ impl Interp<'_> {
             }
             "transform.structured.bufferize_to_allocation" => {
                 let space = op.int_attr("memory_space").unwrap_or(0);
-                if let Handle::Ops(v) = &target {
-                    for &i in v {
-                        self.payload[i].buffer = Some(space);
+                match &target {
+                    // On bufferized IR there is no tensor destination left to allocate; the
+                    // model gives no verdict on what it would do.
+                    _ if self.bufferized => {}
+                    Handle::Ops(v) => {
+                        for &i in v {
+                            self.payload[i].buffer = Some(space);
+                            self.payload[i].alloc_at = self.payload[i].parent;
+                        }
                     }
+                    _ => self.precise = false,
                 }
                 return Ok(opaque(n));
             }
             "transform.structured.tile_using_forall" | "transform.structured.tile_using_for" => {
                 let Handle::Ops(v) = &target else {
+                    self.precise = false;
                     return Ok(opaque(n));
                 };
                 let loop_name = if name.ends_with("forall") {
@@ -385,6 +763,19 @@ impl Interp<'_> {
                     let parent = self.payload[i].parent;
                     let l = self.new_op(loop_name, parent);
                     self.payload[l].shared_outs = loop_name == "scf.forall" && !self.bufferized;
+                    let tiling = loop_tiling(op, &self.payload[i].domain);
+                    // The op in the loop computes one tile.
+                    if let Some(t) = &tiling {
+                        for (d, &extent) in self.payload[i].domain.iter_mut().zip(&t.tiles) {
+                            if extent > 0 {
+                                *d = extent;
+                            }
+                        }
+                    }
+                    self.payload[l].tiling = tiling;
+                    if self.payload[i].home.is_none() {
+                        self.payload[i].home = parent;
+                    }
                     self.payload[i].parent = Some(l);
                     loops.push(l);
                 }
@@ -392,6 +783,115 @@ impl Interp<'_> {
                 out.resize(n.max(2), Handle::Opaque);
                 out.truncate(n);
                 return Ok(out);
+            }
+            "transform.structured.fuse_into_containing_op" => {
+                // The producers move into the loop; their destinations stay where they were.
+                let (Handle::Ops(producers), Handle::Ops(loops)) = (&target, arg(1)) else {
+                    self.precise = false;
+                    return Ok(opaque(n));
+                };
+                let Some(&l) = loops.first() else {
+                    return Ok(opaque(n));
+                };
+                for &p in producers {
+                    self.payload[p].parent = Some(l);
+                }
+                let mut out = vec![target.clone(), Handle::Ops(vec![l])];
+                out.truncate(n);
+                return Ok(out);
+            }
+            "transform.loop.fuse_sibling" => {
+                // `fuse_sibling %target into %source`: one loop runs both bodies.
+                let (Handle::Ops(t), Handle::Ops(src)) = (&target, arg(1)) else {
+                    self.precise = false;
+                    return Ok(opaque(n));
+                };
+                let ([t], [src]) = (t.as_slice(), src.as_slice()) else {
+                    self.precise = false;
+                    return Ok(opaque(n));
+                };
+                if self.payload[*t].tiling.as_ref().map(|x| &x.counts)
+                    != self.payload[*src].tiling.as_ref().map(|x| &x.counts)
+                {
+                    // Loops of different bounds: what MLIR does is not modelled.
+                    self.precise = false;
+                }
+                for p in &mut self.payload {
+                    if p.parent == Some(*t) {
+                        p.parent = Some(*src);
+                    }
+                }
+                self.payload[*t].alive = false;
+                return Ok(vec![Handle::Ops(vec![*src]); n]);
+            }
+            "transform.air.linalg_promote" | "transform.structured.promote" => {
+                let Handle::Ops(v) = &target else {
+                    self.precise = false;
+                    return Ok(opaque(n));
+                };
+                let Some(space) = promote_space(op) else {
+                    self.precise = false;
+                    return Ok(vec![target; n]);
+                };
+                let listed = attr_ints(op, "operands_to_promote");
+                let group = attr_ints(op, "group_size")
+                    .first()
+                    .map_or(1, |g| (*g).max(1) as usize);
+                for chunk in v.chunks(group) {
+                    // With group_size N, the indices count the operands of N ops in turn.
+                    let mut slots = Vec::new();
+                    for &i in chunk {
+                        slots.extend((0..self.payload[i].operands()).map(|k| (i, k)));
+                    }
+                    let chosen: Vec<(usize, usize)> = if listed.is_empty() {
+                        slots
+                    } else {
+                        listed
+                            .iter()
+                            .filter_map(|&k| usize::try_from(k).ok().and_then(|k| slots.get(k)))
+                            .copied()
+                            .collect()
+                    };
+                    for (i, k) in chosen {
+                        self.promote(i, k, space, name);
+                    }
+                }
+                return Ok(vec![target; n]);
+            }
+            "transform.structured.promote_tensor" => {
+                // `promote_tensor to N %value`: the value gets a copy in memory space N.
+                let space = op
+                    .tokens
+                    .windows(2)
+                    .find(|w| w[0].text == "to" && w[1].kind == Kind::Number)
+                    .and_then(|w| w[1].text.parse().ok())
+                    .unwrap_or(0);
+                match &target {
+                    Handle::Values(v) => {
+                        for &(i, k) in v {
+                            self.promote(i, k, space, name);
+                        }
+                    }
+                    _ => self.precise = false,
+                }
+                return Ok(opaque(n));
+            }
+            "transform.get_operand" => {
+                let (Handle::Ops(v), Some(k)) = (&target, operand_index(op)) else {
+                    return Ok(opaque(n));
+                };
+                return Ok(vec![Handle::Values(v.iter().map(|&i| (i, k)).collect())]);
+            }
+            "transform.air.herd_vectorize"
+            | "transform.structured.vectorize"
+            | "transform.structured.vectorize_children_and_apply_patterns" => {
+                // What they vectorize reads and writes memory through vector transfers.
+                if let Handle::Ops(v) = &target {
+                    for i in self.descendants(v, |_| true) {
+                        self.payload[i].vectorized = true;
+                    }
+                }
+                return Ok(vec![target; n]);
             }
             "transform.structured.pad" => {
                 let Handle::Ops(v) = &target else {
@@ -415,14 +915,8 @@ impl Interp<'_> {
             "transform.get_producer_of_operand" => {
                 let index = operand_index(op);
                 if let (Handle::Ops(v), Some(k)) = (&target, index) {
-                    let found: Vec<usize> = (0..self.payload.len())
-                        .filter(|&p| {
-                            self.payload[p].alive
-                                && self.payload[p]
-                                    .pad_of
-                                    .is_some_and(|(o, j)| j == k && v.contains(&o))
-                        })
-                        .collect();
+                    // The pad structured.pad put in front of the operand, else its producer.
+                    let found: Vec<usize> = v.iter().filter_map(|&o| self.producer(o, k)).collect();
                     if found.len() == v.len() {
                         return Ok(vec![Handle::Ops(found)]);
                     }
@@ -435,10 +929,22 @@ impl Interp<'_> {
                         NEEDS_BUFFER.contains(&p.name.as_str()) && p.buffer.is_none()
                     });
                     for i in unbuffered {
+                        // An op that writes into another op's allocated result works in place.
+                        if self.payload[i]
+                            .outs
+                            .first()
+                            .is_some_and(|o| self.allocated(o))
+                        {
+                            continue;
+                        }
                         self.l3.push(format!(
                             "the result of a {} (one_shot_bufferize at line {})",
                             self.payload[i].name, op.loc.line
                         ));
+                        // A tiled op's destination is allocated outside its loops.
+                        let p = &mut self.payload[i];
+                        p.buffer = Some(0);
+                        p.alloc_at = p.home.or(p.parent);
                     }
                 }
                 self.bufferized = true;
@@ -473,6 +979,7 @@ impl Interp<'_> {
                     for &i in v {
                         if self.payload[i].name == "scf.parallel" {
                             self.payload[i].name = "air.herd".into();
+                            self.herds.push(i);
                         }
                     }
                 }
@@ -523,4 +1030,106 @@ fn padding_values(op: &Op) -> usize {
 fn operand_index(op: &Op) -> Option<usize> {
     let at = op.tokens.iter().position(|t| t.text == "[")?;
     op.tokens.get(at + 1)?.text.parse().ok()
+}
+
+/// The integers of `key = [a, b]` / `key = a` / `"key"=[…]` in the op's attributes (empty when
+/// absent or not all literal).
+fn attr_ints(op: &Op, key: &str) -> Vec<i64> {
+    let toks = &op.tokens;
+    let Some(at) = toks
+        .iter()
+        .position(|t| t.text.trim_matches('"') == key && t.kind != Kind::Value)
+    else {
+        return Vec::new();
+    };
+    let mut rest = toks[at + 1..].iter().skip_while(|t| t.text == "=");
+    list_ints(&mut rest)
+}
+
+/// Reads `[1, 2]` or `1` from the tokens.
+fn list_ints<'t>(toks: &mut impl Iterator<Item = &'t Token>) -> Vec<i64> {
+    let mut out = Vec::new();
+    match toks.next() {
+        Some(t) if t.text == "[" => {
+            for t in toks.by_ref() {
+                match t.text.as_str() {
+                    "]" => return out,
+                    "," => {}
+                    _ => match t.text.parse() {
+                        Ok(v) => out.push(v),
+                        Err(_) => return Vec::new(),
+                    },
+                }
+            }
+            Vec::new()
+        }
+        Some(t) => t.text.parse().map(|v| vec![v]).unwrap_or_default(),
+        None => out,
+    }
+}
+
+/// The memory space a promotion copies into: `air.linalg_promote`'s `memory_space` is
+/// `"L1"`/`"L2"`/`"L3"`, default L1 (AIRTransformOps.td, LinalgPromoteOp); upstream MLIR's
+/// `structured.promote` takes an integer `memory_space`, default the default space (0).
+/// None when the model cannot read it.
+fn promote_space(op: &Op) -> Option<i64> {
+    let Some(at) = op
+        .tokens
+        .iter()
+        .position(|t| t.text.trim_matches('"') == "memory_space")
+    else {
+        return Some(if op.name == "transform.air.linalg_promote" {
+            L1
+        } else {
+            0
+        });
+    };
+    let value = op.tokens[at + 1..].iter().find(|t| t.text != "=")?;
+    match value.kind {
+        Kind::Str => match value.text.trim_matches('"') {
+            "L1" => Some(2),
+            "L2" => Some(1),
+            "L3" => Some(0),
+            _ => None,
+        },
+        Kind::Number => value.text.parse().ok(),
+        _ => None,
+    }
+}
+
+/// The tiles of `tile_using_forall`/`tile_using_for` over an op with loop bounds `domain`:
+/// `num_threads [n]` makes n tiles of ceil(d/n), `tile_sizes [t]` ceil(d/t) tiles of t; 0 leaves
+/// a dimension whole. None when the sizes are not literal or the bounds unknown.
+fn loop_tiling(op: &Op, domain: &[u64]) -> Option<LoopTiling> {
+    let by_threads = op.has("num_threads");
+    let key = if by_threads {
+        "num_threads"
+    } else {
+        "tile_sizes"
+    };
+    let list = attr_ints(op, key);
+    if list.is_empty() || list.iter().any(|v| *v < 0) {
+        return None;
+    }
+    let mut tiles = Vec::new();
+    let mut counts = Vec::new();
+    for (j, &v) in list.iter().enumerate() {
+        let v = v as u64;
+        let dim = domain.get(j).copied();
+        if v == 0 {
+            tiles.push(0);
+            counts.push(0);
+        } else if by_threads {
+            counts.push(v);
+            tiles.push(dim.map_or(0, |d| d.div_ceil(v)));
+        } else {
+            tiles.push(v);
+            counts.push(dim?.div_ceil(v));
+        }
+    }
+    Some(LoopTiling {
+        domain: domain.to_vec(),
+        tiles,
+        counts,
+    })
 }

@@ -9,6 +9,7 @@
 
 pub mod interp;
 pub mod ops;
+pub mod payload;
 
 use std::collections::{HashMap, HashSet};
 

@@ -1,0 +1,226 @@
+//! What the transform schedule says decides how the harness device runs the kernel
+//! (issue 14 item 7): air-opt records the herd the schedule made and the tiles its cores
+//! compute (`npu_harness.herd`), `air-par-to-launch` writes them into the launch's program
+//! (`tiling COLS ROWS [bounds] [tiles]`), aircc places the herd on the target's array as the
+//! real aircc does (a herd wider or taller than the array is refused), and the device stores
+//! only the elements of the tiles the herd's cores compute.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::{AIR_OPT, AIRCC, LLC, linalg_of};
+use npu_harness_program::{Op, Program};
+
+const OVERRIDE: &str = "builtin.module(air-resolve-tensor-opoperand-conflicts, \
+                        air-override-memref-memory-space{scope=func memory-space=1})";
+const TRANSFORM: &str = "builtin.module(air-transform{filename=t.mlir})";
+const LAUNCH: &str = "builtin.module(func.func(air-wrap-func-with-parallel{loop-bounds=2,1,1}),\
+                      air-par-to-launch{depth=0 has-air-segment=true})";
+
+/// An elementwise schedule: fuse, flatten, result in L2, `tiling` of the generic into one
+/// scf.forall, bufferize, operands into L1, herd, vectorize.
+fn schedule(tiling: &str) -> String {
+    format!(
+        "module attributes {{transform.with_named_sequence}} {{
+  transform.named_sequence @__transform_main(%m: !transform.any_op {{transform.readonly}}) {{
+    %f = transform.structured.match ops{{[\"func.func\"]}} in %m
+        : (!transform.any_op) -> !transform.any_op
+    %fused = transform.air.fuse_elementwise_linalg %f : (!transform.any_op) -> !transform.any_op
+    %g = transform.structured.match ops{{[\"linalg.generic\"]}} in %m
+        : (!transform.any_op) -> !transform.any_op
+    %flat = transform.structured.flatten_elementwise %g : (!transform.any_op) -> !transform.any_op
+    %buf, %new = transform.structured.bufferize_to_allocation %flat
+        {{memory_space = 1, bufferize_destination_only, emit_dealloc}} : !transform.any_op
+    %g2 = transform.structured.match ops{{[\"linalg.generic\"]}} in %m
+        : (!transform.any_op) -> !transform.any_op
+    %tile, %forall = transform.structured.tile_using_forall %g2 {tiling}
+        : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %b = transform.bufferization.one_shot_bufferize %f : (!transform.any_op) -> !transform.any_op
+    %t = transform.structured.match ops{{[\"linalg.generic\"]}} in %m
+        : (!transform.any_op) -> !transform.any_op
+    %t_l1 = transform.air.linalg_promote %t {{\"memory_space\"=\"L1\"}}
+        : (!transform.any_op) -> !transform.any_op
+    %fa = transform.structured.match ops{{[\"scf.forall\"]}} in %m
+        : (!transform.any_op) -> !transform.any_op
+    %par = transform.loop.forall_to_parallel %fa : (!transform.any_op) -> !transform.any_op
+    %herd = transform.air.par_to_herd %par : (!transform.any_op) -> !transform.any_op
+    %vh = transform.air.herd_vectorize %herd : (!transform.any_op) -> !transform.any_op
+    transform.yield
+  }}
+}}
+"
+    )
+}
+
+/// Lowers `payload` with `script` and compiles it with aircc for `device`: the kernel's
+/// program, or the stderr of the step that refused it.
+fn compile(payload: &str, script: &str, device: &str) -> Result<Program, String> {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("in.mlir"), payload).unwrap();
+    std::fs::write(d.join("t.mlir"), script).unwrap();
+    let peano = d.join("peano");
+    std::fs::create_dir_all(peano.join("bin")).unwrap();
+    std::fs::copy(LLC, peano.join("bin/llc")).unwrap();
+    for (input, pipeline, output) in [
+        ("in.mlir", OVERRIDE, "l2.mlir"),
+        ("l2.mlir", TRANSFORM, "tiled.mlir"),
+        ("tiled.mlir", LAUNCH, "air.mlir"),
+    ] {
+        let out = Command::new(AIR_OPT)
+            .args([input, &format!("--pass-pipeline={pipeline}"), "-o", output])
+            .current_dir(d)
+            .output()
+            .unwrap();
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+        }
+    }
+    let out = Command::new(AIRCC)
+        .args([
+            "--device",
+            device,
+            "--no-xchesscc",
+            "--no-xbridge",
+            &format!("--peano={}", peano.display()),
+            "air.mlir",
+        ])
+        .current_dir(d)
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    let insts = std::fs::read(Path::new(d).join("aie.insts.bin")).unwrap();
+    Ok(Program::decode(&insts).unwrap())
+}
+
+fn tiling(p: &Program) -> Option<Op> {
+    p.ops
+        .iter()
+        .find(|op| matches!(op, Op::Tiling { .. }))
+        .cloned()
+}
+
+/// Runs `p` over a 2-program grid of the masked 4x8 kernel (rows of 10 floats).
+fn run(p: &Program) -> Vec<f32> {
+    let mut x: Vec<u8> = (0..100u16)
+        .flat_map(|i| f32::from(i).to_le_bytes())
+        .collect();
+    let mut y = vec![0u8; 400];
+    p.execute(&mut [&mut x, &mut y]).unwrap();
+    y.chunks(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+#[test]
+fn the_herd_and_its_tiles_reach_the_device() {
+    // masked_2d: a 4x8 block per program, flattened to 32 elements.
+    let payload = linalg_of("masked_2d.ttir");
+    let p = compile(&payload, &schedule("num_threads [4]"), "npu1").unwrap();
+    assert_eq!(
+        tiling(&p),
+        Some(Op::Tiling {
+            herd: [4, 1],
+            domain: vec![32],
+            tiles: vec![8],
+        })
+    );
+    let q = compile(&payload, &schedule("tile_sizes [4]"), "npu2").unwrap();
+    assert_eq!(
+        tiling(&q),
+        Some(Op::Tiling {
+            herd: [8, 1],
+            domain: vec![32],
+            tiles: vec![4],
+        })
+    );
+    // Both cover the block: the same result as the kernel's own meaning.
+    let mut whole = p.clone();
+    whole.ops.retain(|op| !matches!(op, Op::Tiling { .. }));
+    let expected = run(&whole);
+    assert!(expected.iter().any(|v| *v != 0.0));
+    assert_eq!(run(&p), expected);
+    assert_eq!(run(&q), expected);
+}
+
+#[test]
+fn a_herd_wider_than_the_array_is_refused() {
+    let payload = linalg_of("masked_2d.ttir");
+    // 8 columns: npu2's array, not npu1's (4 columns).
+    assert!(compile(&payload, &schedule("num_threads [8]"), "npu2").is_ok());
+    let err = compile(&payload, &schedule("num_threads [8]"), "npu1").unwrap_err();
+    assert!(
+        err.starts_with("air.mlir:0:0: error: No valid placement found.")
+            && err.contains("Unplaced herd: herd_0"),
+        "{err}"
+    );
+    // Tiles too small: 32 elements in tiles of 2 ask for a herd of 16 cores in a row.
+    for device in ["npu1", "npu2"] {
+        let err = compile(&payload, &schedule("tile_sizes [2]"), device).unwrap_err();
+        assert!(err.contains("No valid placement found."), "{device}: {err}");
+    }
+}
+
+#[test]
+fn a_herd_taller_than_the_core_rows_is_refused() {
+    // A 16x16 matmul tiled 4x3: a herd of 4 columns x 6 rows fits aircc's default 6 placement
+    // rows, but only 4 core rows lie above row 2.
+    let payload = linalg_of("matmul_bf16.ttir");
+    let script = |tiles: &str| {
+        format!(
+            "module attributes {{transform.with_named_sequence}} {{
+  transform.named_sequence @__transform_main(%m: !transform.any_op {{transform.readonly}}) {{
+    %fill = transform.structured.match ops{{[\"linalg.fill\"]}} in %m
+        : (!transform.any_op) -> !transform.any_op
+    %c_buf, %c_new = transform.structured.bufferize_to_allocation %fill
+        {{memory_space = 1, bufferize_destination_only, emit_dealloc}} : !transform.any_op
+    %mm = transform.structured.match ops{{[\"linalg.matmul\"]}} in %m
+        : (!transform.any_op) -> !transform.any_op
+    %tile, %forall = transform.structured.tile_using_forall %mm tile_sizes {tiles}
+        : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %fill_in, %loop = transform.structured.fuse_into_containing_op %fill into %forall
+        : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %acc_buf, %acc_new = transform.structured.bufferize_to_allocation %fill_in
+        {{memory_space = 2, bufferize_destination_only, emit_dealloc}} : !transform.any_op
+    %f = transform.structured.match ops{{[\"func.func\"]}} in %m
+        : (!transform.any_op) -> !transform.any_op
+    %b = transform.bufferization.one_shot_bufferize %f : (!transform.any_op) -> !transform.any_op
+    %mm2 = transform.structured.match ops{{[\"linalg.matmul\"]}} in %m
+        : (!transform.any_op) -> !transform.any_op
+    %mm_l1 = transform.air.linalg_promote %mm2 {{\"operands_to_promote\"=[0, 1]}}
+        : (!transform.any_op) -> !transform.any_op
+    %fa = transform.structured.match ops{{[\"scf.forall\"]}} in %m
+        : (!transform.any_op) -> !transform.any_op
+    %par = transform.loop.forall_to_parallel %fa : (!transform.any_op) -> !transform.any_op
+    %herd = transform.air.par_to_herd %par : (!transform.any_op) -> !transform.any_op
+    %vh = transform.air.herd_vectorize %herd : (!transform.any_op) -> !transform.any_op
+    transform.yield
+  }}
+}}
+"
+        )
+    };
+    let p = compile(&payload, &script("[4, 4]"), "npu1").unwrap();
+    assert_eq!(
+        tiling(&p),
+        Some(Op::Tiling {
+            herd: [4, 4],
+            domain: vec![16, 16, 32],
+            tiles: vec![4, 4, 0],
+        })
+    );
+    let err = compile(&payload, &script("[4, 3]"), "npu2").unwrap_err();
+    assert!(
+        err.starts_with(
+            "air.mlir:0:0: error: 'aie.tile' op row index (6) must be less than the number of \
+             rows in the device (6)"
+        ),
+        "{err}"
+    );
+    let err = compile(&payload, &script("[4, 2]"), "npu2").unwrap_err();
+    assert!(err.contains("No valid placement found."), "{err}");
+}
