@@ -52,18 +52,21 @@ pub fn execute(p: &Program, types: &[Types], args: &mut [&mut [u8]]) -> Result<(
             })
             .unwrap_or([1, 1, 1]);
         let padding = Padding::of(ops, types);
-        let tiles = ops.iter().find_map(|op| match op {
-            Op::Tiling {
-                herd,
-                domain,
-                tiles,
-            } => Some(Tiles {
-                herd: *herd,
-                domain,
-                tiles,
-            }),
-            _ => None,
-        });
+        let tiles: Vec<Tiles> = ops
+            .iter()
+            .filter_map(|op| match op {
+                Op::Tiling {
+                    herd,
+                    domain,
+                    tiles,
+                } => Some(Tiles {
+                    herd: *herd,
+                    domain,
+                    tiles,
+                }),
+                _ => None,
+            })
+            .collect();
         for z in 0..grid[2] {
             for y in 0..grid[1] {
                 for x in 0..grid[0] {
@@ -74,7 +77,7 @@ pub fn execute(p: &Program, types: &[Types], args: &mut [&mut [u8]]) -> Result<(
                         types,
                         padding: padding.as_ref(),
                         at: 0,
-                        tiles: tiles.as_ref(),
+                        tiles: &tiles,
                     };
                     instance.run(ops, args).map_err(|why| {
                         ProgramError::Execute(format!(
@@ -102,7 +105,8 @@ struct Instance<'a> {
     padding: Option<&'a Padding>,
     /// The index of the op being run, within the launch.
     at: usize,
-    tiles: Option<&'a Tiles<'a>>,
+    /// The launch's herds (one `tiling` each).
+    tiles: &'a [Tiles<'a>],
 }
 
 /// The tiles a launch's herd computes (its `tiling` op): the herd's cores each compute one
@@ -115,38 +119,59 @@ struct Tiles<'a> {
 }
 
 impl Tiles<'_> {
-    /// Whether element `i` (row-major) of a stored block of `numel` elements lies in a tile a
-    /// core computes. A block that is not the tiled op's loop space (other sizes) is not
-    /// described by the tiling and counts as computed.
-    fn computed(&self, i: usize, numel: usize) -> bool {
+    /// The core (per split dimension, its tile index) that computes element `i` (row-major)
+    /// of a stored block of `numel` elements: `Some(None)` when no core of the herd does.
+    /// None when the block is not the tiled op's loop space (other sizes): the tiling does
+    /// not describe it.
+    fn core(&self, i: usize, numel: usize) -> Option<Option<Vec<usize>>> {
         // The block is the loop space without its trailing unsplit loops (a matmul's K).
-        let Some(rank) = (1..=self.domain.len()).find(|&r| {
+        let rank = (1..=self.domain.len()).find(|&r| {
             self.domain[..r]
                 .iter()
                 .map(|d| *d as usize)
                 .product::<usize>()
                 == numel
                 && self.tiles[r..].iter().all(|t| *t == 0)
-        }) else {
-            return true;
-        };
+        })?;
         let domain = &self.domain[..rank];
-        let mut herd_axis = 0;
+        let mut core = Vec::new();
         for ((bound, tile), stride) in domain.iter().zip(self.tiles).zip(strides(domain)) {
             if *tile == 0 {
                 continue;
             }
             let index = (i / stride) % *bound as usize / *tile as usize;
             // Split dimensions map to the herd's columns, then rows.
-            if let Some(cores) = self.herd.get(herd_axis)
+            if let Some(cores) = self.herd.get(core.len())
                 && index >= *cores as usize
             {
-                return false;
+                return Some(None);
             }
-            herd_axis += 1;
+            core.push(index);
         }
-        true
+        // A herd of one row is row 0 of a two-dimensional one.
+        core.resize(core.len().max(2), 0);
+        Some(Some(core))
     }
+}
+
+/// Whether element `i` of a stored block of `numel` elements lands: a core of every herd that
+/// describes the block computes it, and the same core in each (the herds of one launch, a
+/// matmul's prologue, compute and epilogue, pass the element through that core's own L1
+/// memory, so a herd that gives it to another core reads or writes what that core never had).
+fn computed(herds: &[Tiles<'_>], i: usize, numel: usize) -> bool {
+    let mut owner: Option<Vec<usize>> = None;
+    for h in herds {
+        match h.core(i, numel) {
+            None => {}
+            Some(None) => return false,
+            Some(Some(core)) => match &owner {
+                Some(o) if *o != core => return false,
+                Some(_) => {}
+                None => owner = Some(core),
+            },
+        }
+    }
+    true
 }
 
 fn strides(shape: &[u32]) -> Vec<usize> {
@@ -318,7 +343,7 @@ impl Instance<'_> {
                                 elem.name()
                             )
                         })?;
-                    if self.tiles.is_none_or(|t| t.computed(i, offsets.len())) {
+                    if computed(self.tiles, i, offsets.len()) {
                         elem.write(*v, &mut buf[at * elem.size()..]);
                     }
                 }

@@ -169,11 +169,20 @@ impl Program {
     /// Gives every launch that has none the herd and tiles of the transform schedule (the
     /// stand-in air-opt's `air-transform` decides them), right after its grid.
     pub fn set_tiling(&mut self, herd: [u32; 2], domain: &[u32], tiles: &[u32]) {
-        let tiling = Op::Tiling {
-            herd,
-            domain: domain.to_vec(),
-            tiles: tiles.to_vec(),
-        };
+        self.set_tilings(&[(herd, domain.to_vec(), tiles.to_vec())]);
+    }
+
+    /// [`Program::set_tiling`] for a schedule of several herds (`(herd, domain, tiles)` each,
+    /// in the order the schedule made them): every one describes the launch.
+    pub fn set_tilings(&mut self, herds: &[([u32; 2], Vec<u32>, Vec<u32>)]) {
+        let tilings: Vec<Op> = herds
+            .iter()
+            .map(|(herd, domain, tiles)| Op::Tiling {
+                herd: *herd,
+                domain: domain.clone(),
+                tiles: tiles.clone(),
+            })
+            .collect();
         let mut out = Vec::with_capacity(self.ops.len() + 2);
         let mut launches: Vec<Vec<Op>> = self
             .ops
@@ -186,7 +195,7 @@ impl Program {
         for (k, launch) in launches.iter_mut().enumerate() {
             if !launch.iter().any(|op| matches!(op, Op::Tiling { .. })) {
                 let at = usize::from(matches!(launch.first(), Some(Op::Grid(_))));
-                launch.insert(at, tiling.clone());
+                launch.splice(at..at, tilings.iter().cloned());
             }
             out.append(launch);
             if k + 1 < count {

@@ -174,6 +174,30 @@ fn only_the_tiles_the_herd_computes_are_stored() {
 }
 
 #[test]
+fn herds_that_give_an_element_to_different_cores_do_not_store_it() {
+    let run = |herds: &[([u32; 2], Vec<u32>, Vec<u32>)]| {
+        let mut p = Program::parse_text(ADD).unwrap();
+        p.set_tilings(herds);
+        p.validate().unwrap();
+        let (mut x, mut y) = (f32s(&[1.0; 6]), f32s(&[2.0; 6]));
+        let mut out = f32s(&[0.0; 6]);
+        p.execute(&mut [&mut x, &mut y, &mut out]).unwrap();
+        read_f32s(&out)
+    };
+    let halves = ([2, 1], vec![4], vec![2]);
+    // Two herds that agree (a prologue and its compute): every element lands.
+    assert_eq!(run(&[halves.clone(), halves.clone()]), [3.0; 6]);
+    // A herd over another loop space does not take part.
+    assert_eq!(run(&[halves.clone(), ([1, 1], vec![8], vec![2])]), [3.0; 6]);
+    // One core writes the whole block back: the second half was computed by core 1, so it
+    // never reaches core 0's memory.
+    assert_eq!(
+        run(&[halves.clone(), ([1, 1], vec![4], vec![4])]),
+        [3.0, 3.0, 0.0, 0.0, 3.0, 3.0]
+    );
+}
+
+#[test]
 fn a_tiling_maps_split_dimensions_to_herd_columns_then_rows() {
     // A 2x3 block; dimension 0 split into rows of 1 over 1 column, dimension 1 into tiles of 2
     // over 1 row: only row 0's first two elements land.
@@ -203,9 +227,10 @@ fn a_tiling_round_trips_and_bad_ones_are_refused() {
     );
     assert_eq!(Program::parse_text(&p.to_string()).unwrap(), p);
     assert_eq!(Program::decode(&p.encode()).unwrap(), p);
-    // Once, before the ops, one tile extent per bound, a herd of at least one core.
+    // Several (one per herd), before the ops, one tile extent per bound, a herd of at least
+    // one core.
+    assert!(Program::parse_text("args 1\ntiling 1 1 [4] [2]\ntiling 2 1 [4] [2]\n").is_ok());
     for bad in [
-        "args 1\ntiling 1 1 [4] [2]\ntiling 1 1 [4] [2]\n",
         "args 1\n%0 = ptr arg0 f32\ntiling 1 1 [4] [2]\n",
         "args 1\ntiling 1 1 [4,4] [2]\n",
         "args 1\ntiling 0 1 [4] [2]\n",

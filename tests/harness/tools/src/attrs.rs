@@ -244,17 +244,26 @@ pub fn herds_text(herds: &[crate::transform::interp::Herd]) -> String {
         .join("; ")
 }
 
-/// Gives `program` the tiling of the herd air-opt recorded (`npu_harness.herd`), when the
-/// schedule made exactly one: which tiles the device computes.
+/// Gives `program` the tilings of the herds air-opt recorded (`npu_harness.herd`): which
+/// tiles the device computes (with several herds, such as a matmul's prologue, compute and
+/// epilogue, an element lands only where each herd gives it to the same core).
 pub fn set_herd_tiling(program: &mut Program, module: &str) {
-    let herds = string_attr(module, HERD).and_then(|t| parse_herds(&t));
-    if let Some([herd]) = herds.as_deref() {
-        let small = |v: &u64| u32::try_from(*v).unwrap_or(u32::MAX);
-        program.set_tiling(
-            [small(&herd.size[0]), small(&herd.size[1])],
-            &herd.domain.iter().map(small).collect::<Vec<_>>(),
-            &herd.tiles.iter().map(small).collect::<Vec<_>>(),
-        );
+    let Some(herds) = string_attr(module, HERD).and_then(|t| parse_herds(&t)) else {
+        return;
+    };
+    let small = |v: &u64| u32::try_from(*v).unwrap_or(u32::MAX);
+    let tilings: Vec<([u32; 2], Vec<u32>, Vec<u32>)> = herds
+        .iter()
+        .map(|h| {
+            (
+                [small(&h.size[0]), small(&h.size[1])],
+                h.domain.iter().map(small).collect(),
+                h.tiles.iter().map(small).collect(),
+            )
+        })
+        .collect();
+    if !tilings.is_empty() {
+        program.set_tilings(&tilings);
     }
 }
 

@@ -12,6 +12,8 @@ use std::process::Command;
 
 use common::{AIR_OPT, AIRCC, LLC, linalg_of};
 use npu_harness_program::{Op, Program};
+use npu_target::NpuVersion;
+use npu_toolchain::npu_transform;
 
 const OVERRIDE: &str = "builtin.module(air-resolve-tensor-opoperand-conflicts, \
                         air-override-memref-memory-space{scope=func memory-space=1})";
@@ -222,5 +224,138 @@ fn a_herd_taller_than_the_core_rows_is_refused() {
         "{err}"
     );
     let err = compile(&payload, &script("[4, 2]"), "npu2").unwrap_err();
+    assert!(err.contains("No valid placement found."), "{err}");
+}
+
+/// The automatic matmul schedule (crates/npu-transform) for the 16x16x32 bf16 fixture on
+/// `target`, expanded as air-opt gets it.
+fn auto_matmul_schedule(target: NpuVersion) -> String {
+    let info = npu_transform::schedule::MatmulInfo {
+        m: 16,
+        n: 16,
+        k: 32,
+        input: "bf16".into(),
+        output: "f32".into(),
+    };
+    let params = npu_transform::schedule::matmul::params(&info, target).unwrap();
+    let script = npu_transform::schedule::matmul::script(&params);
+    npu_transform::expand(&script, "auto_transform.mlir", Some(target))
+        .unwrap()
+        .text
+}
+
+/// Runs the matmul fixture's program over a 2-program grid: C (32 rows of 32 f32, first NaN so that
+/// an element no core writes back shows) from A and B of small integers.
+fn run_matmul(p: &Program) -> Vec<f32> {
+    let bf16s = |n: usize, seed: usize| -> Vec<u8> {
+        (0..n)
+            .flat_map(|i| {
+                let v = ((i * 7 + seed) % 5) as f32 - 2.0;
+                ((v.to_bits() >> 16) as u16).to_le_bytes()
+            })
+            .collect()
+    };
+    let (mut a, mut b) = (bf16s(32 * 32, 1), bf16s(32 * 32, 3));
+    let mut c: Vec<u8> = (0..32 * 32).flat_map(|_| f32::NAN.to_le_bytes()).collect();
+    p.execute(&mut [&mut a, &mut b, &mut c]).unwrap();
+    c.chunks(4)
+        .map(|x| f32::from_le_bytes([x[0], x[1], x[2], x[3]]))
+        .collect()
+}
+
+fn without_tilings(p: &Program) -> Program {
+    let mut whole = p.clone();
+    whole.ops.retain(|op| !matches!(op, Op::Tiling { .. }));
+    whole
+}
+
+fn tilings(p: &Program) -> Vec<Op> {
+    p.ops
+        .iter()
+        .filter(|op| matches!(op, Op::Tiling { .. }))
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn the_automatic_matmul_schedule_gives_each_core_its_block_of_c() {
+    let payload = linalg_of("matmul_bf16.ttir");
+    // npu2: pack 8x8x8, a 2x2 herd of 8x8 blocks; npu1: pack 4x4x8, a 4x2 herd of 4x8 blocks.
+    for (target, device, herd, tile) in [
+        (NpuVersion::Npu2, "npu2", [2, 2], [8, 8]),
+        (NpuVersion::Npu1, "npu1", [4, 2], [4, 8]),
+    ] {
+        let p = compile(&payload, &auto_matmul_schedule(target), device)
+            .unwrap_or_else(|e| panic!("{device}: {e}"));
+        // The prologue (zero C), the compute and the epilogue (write C back) herds: each
+        // core owns the same block of C in all three.
+        assert_eq!(
+            tilings(&p),
+            [
+                Op::Tiling {
+                    herd,
+                    domain: vec![16, 16],
+                    tiles: tile.to_vec(),
+                },
+                // The compute herd's op runs inside the K loop (l2_k = 16 per step).
+                Op::Tiling {
+                    herd,
+                    domain: vec![16, 16, 16],
+                    tiles: vec![tile[0], tile[1], 0],
+                },
+                Op::Tiling {
+                    herd,
+                    domain: vec![16, 16],
+                    tiles: tile.to_vec(),
+                },
+            ],
+            "{device}"
+        );
+        let expected = run_matmul(&without_tilings(&p));
+        // Every program writes its 16 rows of C's first 16 columns (rows are 32 apart).
+        assert!(
+            expected
+                .iter()
+                .enumerate()
+                .all(|(i, v)| v.is_finite() == (i % 32 < 16))
+        );
+        assert!(expected.iter().any(|v| *v != 0.0 && v.is_finite()));
+        let got = run_matmul(&p);
+        assert!(
+            got.iter()
+                .zip(&expected)
+                .all(|(g, e)| g.to_bits() == e.to_bits()),
+            "{device}"
+        );
+    }
+}
+
+#[test]
+fn a_matmul_schedule_whose_herds_disagree_leaves_c_unwritten_or_is_refused() {
+    let payload = linalg_of("matmul_bf16.ttir");
+    let auto = auto_matmul_schedule(NpuVersion::Npu2);
+    let epilogue = "tile_using_forall %write_back tile_sizes [8, 8]";
+    assert!(auto.contains(epilogue), "{auto}");
+    let expected = run_matmul(&without_tilings(&compile(&payload, &auto, "npu2").unwrap()));
+    // The write-back in 16x8 blocks: a 1x2 herd whose core (0, j) writes rows 8-15 of its
+    // block from its own L1, where the compute herd never put them (core (1, j) has them).
+    let rows = auto.replace(epilogue, "tile_using_forall %write_back tile_sizes [16, 8]");
+    let got = run_matmul(&compile(&payload, &rows, "npu2").unwrap());
+    for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
+        // C's rows are 32 apart; each program writes 16 rows of 16 columns.
+        let (row, col) = (i / 32 % 16, i % 32);
+        if col < 16 && row < 8 {
+            assert_eq!(g, e, "element {i}");
+        } else {
+            assert!(g.is_nan(), "element {i} was written: {g}");
+        }
+    }
+    assert!(expected[..16].iter().all(|v| v.is_finite()));
+    // A write-back herd of one core per element (16x16) cannot be placed.
+    let tiny = auto.replace(
+        "tile_using_forall %write_back tile_sizes [8, 8]",
+        "tile_using_forall %write_back tile_sizes [1, 1]",
+    );
+    let err = compile(&payload, &tiny, "npu2").unwrap_err();
     assert!(err.contains("No valid placement found."), "{err}");
 }

@@ -301,7 +301,12 @@ fn f32_matmuls_get_bf16_emulation_without_asking() {
     let prefix = Prefix::new();
     let config = prefix.config(&[]);
     let out = tempfile::tempdir().unwrap();
-    let matmul = "module {\n  func.func @mm(%a: tensor<32x64xf32>, %b: tensor<64x32xf32>, %c: tensor<32x32xf32>) -> tensor<32x32xf32> {\n    \
+    // The accumulator is a zero fill, as triton-shared emits for tl.dot (the automatic
+    // schedule's prologue herd is made from that fill).
+    let matmul = "module {\n  func.func @mm(%a: tensor<32x64xf32>, %b: tensor<64x32xf32>) -> tensor<32x32xf32> {\n    \
+        %cst = arith.constant 0.000000e+00 : f32\n    \
+        %e = tensor.empty() : tensor<32x32xf32>\n    \
+        %c = linalg.fill ins(%cst : f32) outs(%e : tensor<32x32xf32>) -> tensor<32x32xf32>\n    \
         %0 = linalg.matmul ins(%a, %b : tensor<32x64xf32>, tensor<64x32xf32>) outs(%c : tensor<32x32xf32>) -> tensor<32x32xf32>\n    \
         return %0 : tensor<32x32xf32>\n  }\n}\n";
     let r = compile(

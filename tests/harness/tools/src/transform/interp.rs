@@ -41,6 +41,8 @@ const NEEDS_BUFFER: &[&str] = &[
     "linalg.reduce",
     "linalg.transpose",
     "linalg.copy",
+    "linalg.pack",
+    "linalg.unpack",
     "tensor.pad",
 ];
 
@@ -100,6 +102,7 @@ const STRUCTURE_KEEPING: &[&str] = &[
     "transform.structured.rewrite_in_destination_passing_style",
     "transform.air.fold_unit_extent_dims",
     "transform.air.convert_memref_copy_to_linalg_copy",
+    "transform.air.normalize_for_bounds",
 ];
 
 /// Where an operand of a linalg op comes from.
@@ -121,6 +124,18 @@ struct LoopTiling {
     domain: Vec<u64>,
     tiles: Vec<u64>,
     counts: Vec<u64>,
+    /// The same tiles over the tiled op's element space (its [`Elements`]), when it has one:
+    /// (bounds, tile extent per element dimension).
+    elements: Option<(Vec<u64>, Vec<u64>)>,
+}
+
+/// How a packed op's loops map onto the elements of the unpacked operation (`structured.pack`
+/// makes a matmul's loops `[M/pm, N/pn, K/pk, pm, pn, pk]`): its outer loop `j` walks element
+/// dimension `dims[j].0` in steps of `dims[j].1`; the loops after them stay inside a pack.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Elements {
+    domain: Vec<u64>,
+    dims: Vec<(usize, u64)>,
 }
 
 #[derive(Debug, Clone)]
@@ -149,6 +164,12 @@ struct PayloadOp {
     vectorized: bool,
     /// For a loop tiling made.
     tiling: Option<LoopTiling>,
+    /// For a packed op (and the fill and unpack of a packed matmul's result): its loops in
+    /// terms of the unpacked elements.
+    elements: Option<Elements>,
+    /// For a loop tiling made of ops the model does not keep (copies): it holds nothing the
+    /// model follows.
+    untracked_body: bool,
 }
 
 impl PayloadOp {
@@ -169,6 +190,8 @@ impl PayloadOp {
             home: None,
             vectorized: false,
             tiling: None,
+            elements: None,
+            untracked_body: false,
         }
     }
 
@@ -182,6 +205,8 @@ enum Handle {
     Ops(Vec<usize>),
     /// Operands of payload ops (`get_operand`): (op, operand index).
     Values(Vec<(usize, usize)>),
+    /// Payload ops the model does not keep (copies): nothing it follows is among them.
+    Untracked,
     /// Something the model does not follow.
     Opaque,
 }
@@ -453,6 +478,122 @@ impl Interp<'_> {
         }
     }
 
+    /// upstream MLIR's `structured.pack` of a matmul by `[pm, pn, pk]` (LinalgTransformOps
+    /// `PackOp`): A, B and C go through `linalg.pack` ops, the matmul becomes a generic over
+    /// `[M/pm, N/pn, K/pk, pm, pn, pk]` and its result a `linalg.unpack` into C's old
+    /// destination. A fill of C folds into the pack (canonicalization folds `pack(fill)`):
+    /// the fill then writes the packed C. The new op, or None when the model cannot say.
+    fn pack_matmul(&mut self, i: usize, sizes: &[i64]) -> Option<usize> {
+        let op = &self.payload[i];
+        let ([m, n, k], [pm, pn, pk]) = (op.domain.as_slice(), sizes) else {
+            return None;
+        };
+        let (m, n, k) = (*m, *n, *k);
+        let (pm, pn, pk) = (
+            u64::try_from(*pm).ok()?,
+            u64::try_from(*pn).ok()?,
+            u64::try_from(*pk).ok()?,
+        );
+        if op.name != "linalg.matmul"
+            || pm == 0
+            || pn == 0
+            || pk == 0
+            || m % pm != 0
+            || n % pn != 0
+            || k % pk != 0
+        {
+            return None;
+        }
+        let (a, b, c) = (
+            op.ins.first()?.clone(),
+            op.ins.get(1)?.clone(),
+            op.outs.first()?.clone(),
+        );
+        let parent = op.parent;
+        let pack = |this: &mut Self, source: Src, domain: Vec<u64>| {
+            let p = this.new_op("linalg.pack", parent);
+            this.payload[p].ins = vec![source];
+            this.payload[p].outs = vec![Src::Empty];
+            this.payload[p].domain = domain;
+            p
+        };
+        let pack_a = pack(self, a, vec![m / pm, k / pk, pm, pk]);
+        let pack_b = pack(self, b, vec![k / pk, n / pn, pk, pn]);
+        let pack_c = pack(self, c.clone(), vec![m / pm, n / pn, pm, pn]);
+        let unpack = self.new_op("linalg.unpack", parent);
+        self.payload[unpack].ins = vec![Src::Op(i)];
+        self.payload[unpack].outs = vec![c.clone()];
+        self.payload[unpack].domain = vec![m, n];
+        self.payload[unpack].elements = Some(Elements {
+            domain: vec![m, n],
+            dims: vec![(0, 1), (1, 1)],
+        });
+        if let Src::Op(f) = c
+            && self.payload[f].name == "linalg.fill"
+        {
+            let fill = &mut self.payload[f];
+            let (buffer, alloc_at) = (fill.buffer.take(), fill.alloc_at.take());
+            let old_outs = std::mem::replace(&mut fill.outs, vec![Src::Op(pack_c)]);
+            fill.domain = vec![m / pm, n / pn, pm, pn];
+            fill.elements = Some(Elements {
+                domain: vec![m, n],
+                dims: vec![(0, pm), (1, pn)],
+            });
+            // C's old buffer is now the unpack's destination.
+            let u = &mut self.payload[unpack];
+            u.outs = old_outs;
+            u.buffer = buffer;
+            u.alloc_at = alloc_at;
+            self.payload[pack_c].ins.clear();
+        }
+        let mm = &mut self.payload[i];
+        mm.name = "linalg.generic".into();
+        mm.ins = vec![Src::Op(pack_a), Src::Op(pack_b)];
+        mm.outs = vec![Src::Op(pack_c)];
+        mm.domain = vec![m / pm, n / pn, k / pk, pm, pn, pk];
+        mm.elements = Some(Elements {
+            domain: vec![m, n, k],
+            dims: vec![(0, pm), (1, pn), (2, pk)],
+        });
+        Some(i)
+    }
+
+    /// Permutes the outer loops of op `i` (a pack's `outer_perm`).
+    fn permute_outer(&mut self, i: usize, perm: &[i64]) {
+        let mut order: Vec<i64> = perm.to_vec();
+        let len = self.payload[i].domain.len() as i64;
+        order.extend(perm.len() as i64..len);
+        self.interchange(i, &order);
+    }
+
+    /// `structured.interchange`: loop `j` of op `i` becomes its loop `order[j]`.
+    fn interchange(&mut self, i: usize, order: &[i64]) {
+        let p = &mut self.payload[i];
+        let order: Option<Vec<usize>> = order.iter().map(|&o| usize::try_from(o).ok()).collect();
+        let Some(order) = order.filter(|o| {
+            o.len() == p.domain.len() && {
+                let mut seen = o.clone();
+                seen.sort_unstable();
+                seen.iter().enumerate().all(|(k, v)| k == *v)
+            }
+        }) else {
+            self.precise = false;
+            return;
+        };
+        p.domain = order.iter().map(|&o| p.domain[o]).collect();
+        if let Some(e) = &mut p.elements {
+            let mapped: Vec<Option<(usize, u64)>> =
+                order.iter().map(|&o| e.dims.get(o).copied()).collect();
+            let outer = mapped.iter().take_while(|d| d.is_some()).count();
+            if mapped[outer..].iter().any(Option::is_some) {
+                // A pack-inner loop moved in front of an element loop: not followed.
+                p.elements = None;
+            } else {
+                e.dims = mapped.into_iter().flatten().collect();
+            }
+        }
+    }
+
     /// Operand `k` of op `i` gets a copy in memory space `space`, allocated next to the op.
     fn promote(&mut self, i: usize, k: usize, space: i64, by: &str) {
         self.payload[i].promoted.insert(k, space);
@@ -612,12 +753,19 @@ impl Interp<'_> {
                     counts.first().copied().unwrap_or(1),
                     counts.get(1).copied().unwrap_or(1),
                 ];
-                let tiles = (0..t.domain.len())
-                    .map(|j| t.tiles.get(j).copied().unwrap_or(0))
-                    .collect();
+                let (domain, tiles) = match &t.elements {
+                    Some((domain, tiles)) => (domain.clone(), tiles.clone()),
+                    None if self.payload[h].untracked_body => return None,
+                    None => (
+                        t.domain.clone(),
+                        (0..t.domain.len())
+                            .map(|j| t.tiles.get(j).copied().unwrap_or(0))
+                            .collect(),
+                    ),
+                };
                 Some(Herd {
                     size,
-                    domain: t.domain.clone(),
+                    domain,
                     tiles,
                 })
             })
@@ -675,6 +823,10 @@ impl Interp<'_> {
                 // Ops the model does not keep (copies, stores, vector ops) would match
                 // nothing here but exist in the payload.
                 if names.is_empty() || !names.iter().all(|n| tracked(n)) {
+                    // Only ops the model does not keep: what tiling them makes is followed.
+                    if !names.is_empty() && !names.iter().any(|n| tracked(n)) {
+                        return Ok(vec![Handle::Untracked; n]);
+                    }
                     return Ok(opaque(n));
                 }
                 let found = self.descendants(&roots, |p| {
@@ -699,6 +851,7 @@ impl Interp<'_> {
                     Handle::Ops(v) if v.len() == n => {
                         v.into_iter().map(|i| Handle::Ops(vec![i])).collect()
                     }
+                    Handle::Untracked => vec![Handle::Untracked; n],
                     _ => opaque(n),
                 });
             }
@@ -707,7 +860,9 @@ impl Interp<'_> {
                 for k in 0..op.operands().len() {
                     match arg(k) {
                         Handle::Ops(v) => all.extend(v),
-                        Handle::Values(_) | Handle::Opaque => return Ok(opaque(n)),
+                        Handle::Values(_) | Handle::Untracked | Handle::Opaque => {
+                            return Ok(opaque(n));
+                        }
                     }
                 }
                 return Ok(vec![Handle::Ops(all)]);
@@ -749,26 +904,51 @@ impl Interp<'_> {
                 return Ok(opaque(n));
             }
             "transform.structured.tile_using_forall" | "transform.structured.tile_using_for" => {
-                let Handle::Ops(v) = &target else {
-                    self.precise = false;
-                    return Ok(opaque(n));
-                };
                 let loop_name = if name.ends_with("forall") {
                     "scf.forall"
                 } else {
                     "scf.for"
+                };
+                if let Handle::Untracked = target {
+                    // Copies tiled into a loop (a matmul's L3->L2 streams): the loop is kept,
+                    // so that it can be annotated, matched and fused with another.
+                    let func =
+                        usize::from(self.payload.len() > 1 && self.payload[1].name == "func.func");
+                    let l = self.new_op(loop_name, Some(func));
+                    self.payload[l].untracked_body = true;
+                    let mut out = vec![Handle::Untracked, Handle::Ops(vec![l])];
+                    out.resize(n.max(2), Handle::Opaque);
+                    out.truncate(n);
+                    return Ok(out);
+                }
+                let Handle::Ops(v) = &target else {
+                    self.precise = false;
+                    return Ok(opaque(n));
                 };
                 let mut loops = Vec::new();
                 for &i in v {
                     let parent = self.payload[i].parent;
                     let l = self.new_op(loop_name, parent);
                     self.payload[l].shared_outs = loop_name == "scf.forall" && !self.bufferized;
-                    let tiling = loop_tiling(op, &self.payload[i].domain);
-                    // The op in the loop computes one tile.
-                    if let Some(t) = &tiling {
-                        for (d, &extent) in self.payload[i].domain.iter_mut().zip(&t.tiles) {
+                    let mut tiling = loop_tiling(op, &self.payload[i].domain);
+                    if let Some(t) = &mut tiling {
+                        t.elements = self.payload[i]
+                            .elements
+                            .as_ref()
+                            // Unknown (empty) when the split loops do not map onto elements.
+                            .map(|e| element_tiles(e, &t.tiles).unwrap_or_default());
+                        // The op in the loop computes one tile.
+                        let p = &mut self.payload[i];
+                        for (d, &extent) in p.domain.iter_mut().zip(&t.tiles) {
                             if extent > 0 {
                                 *d = extent;
+                            }
+                        }
+                        if let (Some(e), Some((_, tiles))) = (&mut p.elements, &t.elements) {
+                            for (d, &extent) in e.domain.iter_mut().zip(tiles) {
+                                if extent > 0 {
+                                    *d = (*d).min(extent);
+                                }
                             }
                         }
                     }
@@ -810,8 +990,10 @@ impl Interp<'_> {
                     self.precise = false;
                     return Ok(opaque(n));
                 };
-                if self.payload[*t].tiling.as_ref().map(|x| &x.counts)
-                    != self.payload[*src].tiling.as_ref().map(|x| &x.counts)
+                // A loop of copies the model does not keep brings nothing it follows.
+                if !self.payload[*t].untracked_body
+                    && self.payload[*t].tiling.as_ref().map(|x| &x.counts)
+                        != self.payload[*src].tiling.as_ref().map(|x| &x.counts)
                 {
                     // Loops of different bounds: what MLIR does is not modelled.
                     self.precise = false;
@@ -892,6 +1074,102 @@ impl Interp<'_> {
                     }
                 }
                 return Ok(vec![target; n]);
+            }
+            "transform.structured.pack" => {
+                let sizes = attr_ints(op, "packed_sizes");
+                let packed = match &target {
+                    Handle::Ops(v) => v
+                        .iter()
+                        .map(|&i| self.pack_matmul(i, &sizes))
+                        .collect::<Option<Vec<usize>>>(),
+                    _ => None,
+                };
+                let Some(packed) = packed else {
+                    self.precise = false;
+                    return Ok(opaque(n));
+                };
+                return Ok(vec![Handle::Ops(packed); n]);
+            }
+            "transform.structured.pack_transpose" => {
+                let (Handle::Ops(packs), Handle::Ops(compute)) = (&target, arg(1)) else {
+                    self.precise = false;
+                    return Ok(opaque(n));
+                };
+                let ([pack], [compute]) = (packs.as_slice(), compute.as_slice()) else {
+                    self.precise = false;
+                    return Ok(opaque(n));
+                };
+                let outer = attr_ints(op, "outer_perm");
+                let (pack_op, unpack) = match self.payload[*pack].name.as_str() {
+                    "linalg.pack" => (*pack, None),
+                    "linalg.unpack" => match self.payload[*compute].outs.first() {
+                        Some(Src::Op(c)) if self.payload[*c].name == "linalg.pack" => {
+                            (*c, Some(*pack))
+                        }
+                        _ => {
+                            self.precise = false;
+                            return Ok(opaque(n));
+                        }
+                    },
+                    _ => {
+                        self.precise = false;
+                        return Ok(opaque(n));
+                    }
+                };
+                if !outer.is_empty() {
+                    self.permute_outer(pack_op, &outer);
+                    // The fill the pack folded into walks the packed result's loops.
+                    let fills: Vec<usize> =
+                        self.descendants(&[0], |p| p.outs.first() == Some(&Src::Op(pack_op)));
+                    for f in fills {
+                        if self.payload[f].name == "linalg.fill" {
+                            self.permute_outer(f, &outer);
+                        }
+                    }
+                }
+                let mut out = vec![
+                    Handle::Ops(vec![*compute]),
+                    Handle::Ops(vec![pack_op]),
+                    unpack.map_or(Handle::Opaque, |u| Handle::Ops(vec![u])),
+                ];
+                out.truncate(n);
+                return Ok(out);
+            }
+            "transform.get_consumers_of_result" => {
+                if let Handle::Ops(v) = &target {
+                    let consumers =
+                        self.descendants(&[0], |p| v.iter().any(|&i| p.ins.contains(&Src::Op(i))));
+                    if !consumers.is_empty() {
+                        return Ok(vec![Handle::Ops(consumers); n]);
+                    }
+                }
+                return Ok(opaque(n));
+            }
+            "transform.structured.generalize" => {
+                if let Handle::Ops(v) = &target {
+                    for &i in v {
+                        let p = &mut self.payload[i];
+                        if p.name == "linalg.fill" {
+                            // The filled value is a scalar operand, not memory.
+                            p.ins.clear();
+                        }
+                        p.name = "linalg.generic".into();
+                    }
+                    return Ok(vec![target; n]);
+                }
+                self.precise = false;
+                return Ok(opaque(n));
+            }
+            "transform.structured.interchange" => {
+                let order = attr_ints(op, "iterator_interchange");
+                if let Handle::Ops(v) = &target {
+                    for &i in v {
+                        self.interchange(i, &order);
+                    }
+                    return Ok(vec![target; n]);
+                }
+                self.precise = false;
+                return Ok(opaque(n));
             }
             "transform.structured.pad" => {
                 let Handle::Ops(v) = &target else {
@@ -1131,5 +1409,27 @@ fn loop_tiling(op: &Op, domain: &[u64]) -> Option<LoopTiling> {
         domain: domain.to_vec(),
         tiles,
         counts,
+        elements: None,
     })
+}
+
+/// The element space's bounds and tile extents of `tiles` (per loop) over an op whose loops
+/// map to elements as `e` says. None when a loop inside a pack is split, or the split loops
+/// walk the element dimensions out of order (the herd's columns would then be a later
+/// dimension than its rows, which the device's `tiling` cannot say).
+fn element_tiles(e: &Elements, tiles: &[u64]) -> Option<(Vec<u64>, Vec<u64>)> {
+    let mut out = vec![0; e.domain.len()];
+    let mut last: Option<usize> = None;
+    for (j, &t) in tiles.iter().enumerate() {
+        if t == 0 {
+            continue;
+        }
+        let &(dim, factor) = e.dims.get(j)?;
+        if last.is_some_and(|l| l >= dim) {
+            return None;
+        }
+        last = Some(dim);
+        out[dim] = t * factor;
+    }
+    Some((e.domain.clone(), out))
 }
