@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::Command;
 
 use common::{AIR_OPT, AIRCC, LLC, linalg_of};
-use npu_harness_program::{Op, Program};
+use npu_harness_program::{Op, Program, bf16_to_f32, f32_to_bf16};
 use npu_target::NpuVersion;
 use npu_toolchain::npu_transform;
 
@@ -358,4 +358,102 @@ fn a_matmul_schedule_whose_herds_disagree_leaves_c_unwritten_or_is_refused() {
     );
     let err = compile(&payload, &tiny, "npu2").unwrap_err();
     assert!(err.contains("No valid placement found."), "{err}");
+}
+
+/// The row-wise schedule of the softmax example (`air.transpose_reduce`, the stored value's
+/// producer tiled `tile_sizes [1]`), with `rows` in place of that tiling, expanded for npu2.
+fn row_schedule(rows: &str) -> String {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/softmax/transform_aie2p.mlir");
+    let text = std::fs::read_to_string(path).unwrap();
+    assert!(text.contains("tile_sizes [1]"));
+    let text = text.replace("tile_sizes [1]", rows);
+    npu_transform::expand::expand(&text, "transform_aie2p.mlir", Some(NpuVersion::Npu2))
+        .unwrap()
+        .text
+}
+
+/// Runs `p` over a 2-program grid of softmax_rows (four bf16 rows of 64 per program): the
+/// output rows, and the input rows they should be the softmax of.
+fn run_rows(p: &Program) -> (Vec<f32>, Vec<f32>) {
+    let x: Vec<f32> = (0..8 * 64)
+        .map(|i| bf16_to_f32(f32_to_bf16(((i * 37) % 23) as f32 / 8.0 - 1.0)))
+        .collect();
+    let mut xb: Vec<u8> = x
+        .iter()
+        .flat_map(|v| f32_to_bf16(*v).to_le_bytes())
+        .collect();
+    // A sentinel the kernel never writes: a row no core computes keeps it.
+    let mut y: Vec<u8> = std::iter::repeat_n(f32_to_bf16(-7.0).to_le_bytes(), 8 * 64)
+        .flatten()
+        .collect();
+    p.execute(&mut [&mut xb, &mut y]).unwrap();
+    let y = y
+        .chunks(2)
+        .map(|c| bf16_to_f32(u16::from_le_bytes([c[0], c[1]])))
+        .collect();
+    (y, x)
+}
+
+fn softmax(row: &[f32]) -> Vec<f32> {
+    let m = row.iter().copied().fold(f32::MIN, f32::max);
+    let e: Vec<f32> = row.iter().map(|v| (v - m).exp()).collect();
+    let s: f32 = e.iter().sum();
+    e.iter().map(|v| v / s).collect()
+}
+
+/// The tiling of softmax_rows' 4x64 block on a herd of `cores` in a row, `rows` rows each.
+fn rows_tiling(cores: u32, rows: u32) -> Op {
+    Op::Tiling {
+        herd: [cores, 1],
+        domain: vec![4, 64],
+        tiles: vec![rows, 0],
+    }
+}
+
+#[test]
+fn a_row_wise_schedule_gives_each_core_its_rows() {
+    // transpose_reduce, then the stored value's producer (followed through the store) tiled
+    // one row per core: a herd of 4 cores, each computing one row of the 4x64 block.
+    let payload = linalg_of("softmax_rows.ttir");
+    let p = compile(&payload, &row_schedule("tile_sizes [1]"), "npu2").unwrap();
+    assert_eq!(tiling(&p), Some(rows_tiling(4, 1)));
+    let (y, x) = run_rows(&p);
+    for (r, (got, row)) in y.chunks(64).zip(x.chunks(64)).enumerate() {
+        for (g, w) in got.iter().zip(softmax(row)) {
+            assert!(
+                (g - w).abs() <= 2e-2 * w.abs() + 1e-3,
+                "row {r}: {g} vs {w}"
+            );
+        }
+    }
+    // Two rows per core: a herd of 2 that still covers the block.
+    let q = compile(&payload, &row_schedule("tile_sizes [2]"), "npu2").unwrap();
+    assert_eq!(tiling(&q), Some(rows_tiling(2, 2)));
+    assert_eq!(run_rows(&q).0, y);
+    // The same rows on a herd of 2 one-row cores: rows 2 and 3 of each block are computed by
+    // no core and keep what was in memory.
+    let mut short = p.clone();
+    for op in &mut short.ops {
+        if let Op::Tiling { herd, .. } = op {
+            *herd = [2, 1];
+        }
+    }
+    let (z, _) = run_rows(&short);
+    for (r, (got, want)) in z.chunks(64).zip(y.chunks(64)).enumerate() {
+        if r % 4 < 2 {
+            assert_eq!(got, want, "row {r}");
+        } else {
+            assert!(got.iter().all(|v| *v == -7.0), "row {r} was written");
+        }
+    }
+}
+
+#[test]
+fn a_row_wise_schedule_whose_herd_does_not_fit_its_tiles_is_refused() {
+    // Rows split into 8 pieces as well: 4 columns x 8 rows of cores, more core rows than the
+    // array has.
+    let payload = linalg_of("softmax_rows.ttir");
+    let err = compile(&payload, &row_schedule("tile_sizes [1, 8]"), "npu2").unwrap_err();
+    assert!(err.contains("No valid placement found"), "{err}");
 }

@@ -24,7 +24,13 @@ pub struct LinalgOp {
     /// Its loop bounds (empty when a size is dynamic or unknown): the `outs` shape for
     /// elementwise ops, `[M, N, K]` for a matmul, the input's shape for a reduction.
     pub domain: Vec<u64>,
+    /// For `linalg.reduce`: the reduced dimensions of its input (`dimensions = [..]`).
+    pub reduced: Vec<u64>,
 }
+
+/// The op name a store of a computed value has (`bufferization.materialize_in_destination
+/// %v in writable %dst`): its one `ins` is the stored value.
+pub const STORE: &str = "bufferization.materialize_in_destination";
 
 /// The linalg ops of a module and its `tensor.empty` values.
 #[derive(Debug, Clone, Default)]
@@ -34,6 +40,9 @@ pub struct Payload {
     /// Results of `tensor.expand_shape`/`tensor.collapse_shape`, with the value they reshape:
     /// fusion sees through them (the model does not refuse what it cannot tell apart).
     pub reshapes: HashMap<String, String>,
+    /// Results of `tensor.extract_slice`, with the value they slice: a masked store writes a
+    /// slice of the computed block, and the store is followed to what computed it.
+    pub slices: HashMap<String, String>,
     /// How many functions the module has.
     pub funcs: usize,
 }
@@ -74,6 +83,29 @@ pub fn read(module: &str) -> Payload {
             if let (Some(r), Some(v)) = (result_of(before), source) {
                 payload.reshapes.insert(r, v.to_owned());
             }
+        } else if word == "tensor.extract_slice" {
+            let source = module[end..line_end]
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.split('[').next())
+                .filter(|v| v.starts_with('%'));
+            if let (Some(r), Some(v)) = (result_of(before), source) {
+                payload.slices.insert(r, v.to_owned());
+            }
+        } else if word == STORE {
+            let stored = module[end..line_end]
+                .split_whitespace()
+                .next()
+                .filter(|v| v.starts_with('%'));
+            if let Some(v) = stored {
+                let v = payload.slices.get(v).map_or(v, String::as_str).to_owned();
+                payload.ops.push(LinalgOp {
+                    name: STORE.to_owned(),
+                    func: funcs.checked_sub(1),
+                    ins: vec![v],
+                    ..LinalgOp::default()
+                });
+            }
         } else if word == "tensor.empty" {
             if let Some(r) = result_of(before) {
                 payload.empties.insert(r);
@@ -98,6 +130,17 @@ pub fn read(module: &str) -> Payload {
                 ins,
                 outs,
                 domain: domain(word, &in_types, &out_types, iterators),
+                reduced: header
+                    .find("dimensions = [")
+                    .map(|at| {
+                        let rest = &header[at + "dimensions = [".len()..];
+                        let close = rest.find(']').unwrap_or(0);
+                        rest[..close]
+                            .split(',')
+                            .filter_map(|d| d.trim().parse().ok())
+                            .collect()
+                    })
+                    .unwrap_or_default(),
             });
         }
         i = end;
@@ -209,5 +252,26 @@ mod tests {
         assert_eq!(p.ops[2].ins, ["%9"]);
         assert_eq!(p.ops[2].domain, [64, 32]);
         assert_eq!(p.ops[2].func, Some(0));
+    }
+
+    #[test]
+    fn a_store_is_followed_through_its_slice_and_a_reduce_keeps_its_dimensions() {
+        let p = read(
+            "func.func @k(%arg0: memref<*xf32>) {\n\
+             %reduced = linalg.reduce ins(%t : tensor<8x4xf32>) outs(%2 : tensor<4xf32>) \
+             dimensions = [0]\n\
+             %extracted_slice = tensor.extract_slice %15[0, 0] [%20, %23] [1, 1] : \
+             tensor<4x8xf32> to tensor<?x?xf32>\n\
+             bufferization.materialize_in_destination %extracted_slice in writable %sv : \
+             (tensor<?x?xf32>, memref<?x?xf32>) -> ()\n\
+             bufferization.materialize_in_destination %reduced in writable %rc : \
+             (tensor<4xf32>, memref<4xf32>) -> ()\n}\n",
+        );
+        assert_eq!(p.ops.len(), 3);
+        assert_eq!(p.ops[0].domain, [8, 4]);
+        assert_eq!(p.ops[0].reduced, [0]);
+        assert_eq!(p.ops[1].name, STORE);
+        assert_eq!(p.ops[1].ins, ["%15"]);
+        assert_eq!(p.ops[2].ins, ["%reduced"]);
     }
 }
