@@ -236,6 +236,9 @@ impl HsaRuntime {
             code: loaded.code,
             kernel_object: loaded.kernel_object,
             kernarg_size: loaded.kernarg_size,
+            reload_each_dispatch: !variables.is_empty()
+                && npu_target::NpuVersion::from_arch(&self.session.agent_name)
+                    == Some(npu_target::NpuVersion::Npu2),
         };
         let program = Program::new(Arc::new(kernel), kernel_name.to_owned(), num_args);
         Ok(lock(&self.programs).entry(key).or_insert(program).clone())
@@ -355,9 +358,7 @@ impl Runtime for HsaRuntime {
             kernel_object: kernel.kernel_object,
             timeout: launch.timeout().or(self.default_timeout),
             verify_writeback: self.verify_writeback,
-            reload_each_dispatch: kernel.has_variables()
-                && npu_target::NpuVersion::from_arch(&self.session.agent_name)
-                    == Some(npu_target::NpuVersion::Npu2),
+            reload_each_dispatch: kernel.reload_each_dispatch,
         };
         lock(&self.dispatcher).dispatch(&target, launch)
     }

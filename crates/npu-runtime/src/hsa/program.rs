@@ -41,6 +41,9 @@ pub struct HsaKernel {
     pub(crate) kernel_object: u64,
     /// `KERNARG_SEGMENT_SIZE`: 16 bytes per buffer argument (0 when ROCr did not say).
     pub(crate) kernarg_size: u32,
+    /// Decided at load: a kernel with external variables on an aie2p agent, whose firmware
+    /// would not load it again for a repeated dispatch (see `dispatch::Target`).
+    pub(crate) reload_each_dispatch: bool,
 }
 
 impl HsaKernel {
@@ -52,11 +55,6 @@ impl HsaKernel {
             .variables()
             .get(i)
             .map(|m| (m.as_ptr(), m.len()))
-    }
-
-    /// Whether the kernel's code relocates against external variables (a scratchpad).
-    pub fn has_variables(&self) -> bool {
-        !self.code.variable_names.is_empty()
     }
 
     /// The kernel object handle ROCr gave for the symbol.
