@@ -437,11 +437,12 @@ EXIT_PROBE = textwrap.dedent(
                                            "libhsa-runtime64.so"))
             stats = (ctypes.c_uint64 * 16)()
             assert lib.npu_harness_hsa_stats(ctypes.byref(stats)) == 0
-            return {"queues": stats[5], "executables": stats[6], "heap": stats[3]}
+            return {"queues": stats[5], "executables": stats[6], "heap": stats[3],
+                    "initialisations": stats[11]}
         lib = ctypes.CDLL(os.environ["NPU_HARNESS_XRT_DEVICE_LIB"])
         stats = (ctypes.c_uint64 * 64)()
         assert lib.npu_harness_xrt_stats(ctypes.byref(stats)) == 0
-        return {"contexts": stats[3], "bos": stats[6]}
+        return {"contexts": stats[3], "bos": stats[6], "devices_opened": stats[0]}
 
     atexit.register(lambda: print(json.dumps({"at_exit": device_state()}), flush=True))
     """
@@ -477,3 +478,30 @@ def test_device_state_is_released_at_exit(runtime: str, tmp_path: Path):
     else:
         assert running["contexts"] >= 1, running
         assert at_exit["contexts"] == 0, at_exit
+
+
+@pytest.mark.parametrize("runtime", ["hsa", "xrt"])
+def test_a_launching_process_opens_its_runtime_once(runtime: str, tmp_path: Path):
+    # Target detection asked ROCr for the agent name (hsa_init, then hsa_shut_down) and then
+    # the launch initialised it again; under XRT device 0 was opened for its name and again for
+    # the launch. A real hsa_init walks the kernel driver's topology and a real device open
+    # reads sysfs: the first launch of every process paid both twice.
+    lines = run_script(
+        EXIT_PROBE
+        + KERNELS
+        + textwrap.dedent(
+            """
+            x, y, out = torch.randn(N), torch.randn(N), torch.zeros(N)
+            add_kernel[(1,)](x, y, out, 8, BLOCK=4096)
+            assert torch.equal(out[:8], (x + y)[:8])
+            print(json.dumps({"running": device_state()}), flush=True)
+            """
+        ),
+        runtime,
+        {k: v for k, v in harness_env(tmp_path).items() if k != "AMD_TRITON_NPU_TARGET"},
+    )
+    running = next(r["running"] for r in lines if "running" in r)
+    if runtime == "hsa":
+        assert running["initialisations"] == 1, running
+    else:
+        assert running["devices_opened"] == 1, running

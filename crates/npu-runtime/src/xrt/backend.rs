@@ -1,5 +1,6 @@
 //! XRT as a [`Backend`]: needs no preparation, loads aircc's files as they are.
 
+use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 use npu_target::xrt_smi::XrtSmiProbe;
@@ -18,6 +19,27 @@ pub static BACKEND: XrtBackend = XrtBackend;
 /// The process's runtime: XRT hardware contexts are rationed, so every launcher shares it.
 static GLOBAL: OnceLock<XrtRuntime> = OnceLock::new();
 static GLOBAL_INIT: Mutex<()> = Mutex::new(());
+
+/// The process's runtime, opened on first use; a failed open is not remembered.
+pub(crate) fn global(
+    config: &Config,
+    shim_dirs: &[PathBuf],
+) -> Result<&'static XrtRuntime, RuntimeError> {
+    if let Some(rt) = GLOBAL.get() {
+        return Ok(rt);
+    }
+    let _guard = GLOBAL_INIT.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(rt) = GLOBAL.get() {
+        return Ok(rt);
+    }
+    let rt = XrtRuntime::open(config, shim_dirs)?;
+    Ok(GLOBAL.get_or_init(|| rt))
+}
+
+/// The process's runtime if it has been opened.
+pub(crate) fn global_if_open() -> Option<&'static XrtRuntime> {
+    GLOBAL.get()
+}
 
 /// What XRT loads from the build of `kernel` in `files` (by path: XRT reads its files).
 pub(crate) fn artifact(
@@ -61,26 +83,18 @@ impl Backend for XrtBackend {
     }
 
     fn open(&self, config: &Config, host: &Host) -> Result<&'static dyn Runtime, RuntimeError> {
-        if let Some(rt) = GLOBAL.get() {
-            return Ok(rt);
-        }
-        let _guard = GLOBAL_INIT.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(rt) = GLOBAL.get() {
-            return Ok(rt);
-        }
-        let rt = XrtRuntime::open(config, &host.shim_dirs)?;
-        Ok(GLOBAL.get_or_init(|| rt))
+        Ok(global(config, &host.shim_dirs)?)
     }
 
     fn opened(&self) -> Option<&'static dyn Runtime> {
-        GLOBAL.get().map(|rt| rt as &dyn Runtime)
+        global_if_open().map(|rt| rt as &dyn Runtime)
     }
 
     /// The XRT device's name, then `xrt-smi examine`, whichever runtime is configured (upstream
     /// asks both after the HSA agent).
-    fn probes(&self, config: &Config, host: &Host, _selected: bool) -> Vec<Box<dyn TargetProbe>> {
+    fn probes(&self, config: &Config, host: &Host, selected: bool) -> Vec<Box<dyn TargetProbe>> {
         vec![
-            Box::new(XrtTargetProbe::new(config, &host.shim_dirs)),
+            Box::new(XrtTargetProbe::new(config, &host.shim_dirs, selected)),
             Box::new(XrtSmiProbe::from_config(config)),
         ]
     }

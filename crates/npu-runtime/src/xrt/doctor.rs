@@ -96,13 +96,16 @@ pub fn doctor_report(config: &Config, shim_dirs: &[PathBuf]) -> XrtReport {
 pub struct XrtTargetProbe {
     config: Config,
     shim_dirs: Vec<PathBuf>,
+    /// XRT is the configured runtime: a process that launches opens it anyway.
+    selected: bool,
 }
 
 impl XrtTargetProbe {
-    pub fn new(config: &Config, shim_dirs: &[PathBuf]) -> XrtTargetProbe {
+    pub fn new(config: &Config, shim_dirs: &[PathBuf], selected: bool) -> XrtTargetProbe {
         XrtTargetProbe {
             config: config.clone(),
             shim_dirs: shim_dirs.to_vec(),
+            selected,
         }
     }
 }
@@ -112,7 +115,20 @@ impl TargetProbe for XrtTargetProbe {
         "XRT device"
     }
 
+    /// From the process's runtime when it is open, or when XRT is the configured runtime of a
+    /// process that launches (it opens the device anyway, so the device is opened once);
+    /// otherwise from device 0 opened for the question.
     fn probe(&self) -> ProbeOutcome {
+        let runtime = match super::backend::global_if_open() {
+            Some(rt) => Some(rt),
+            None if self.selected && !self.config.compile_only => {
+                super::backend::global(&self.config, &self.shim_dirs).ok()
+            }
+            None => None,
+        };
+        if let Some(Ok(name)) = runtime.map(crate::Runtime::device_name) {
+            return ProbeOutcome::Device(name);
+        }
         let shim = match discovery::load_shim(&self.config, &self.shim_dirs) {
             Ok(shim) => shim,
             Err(e) => return ProbeOutcome::Unavailable(e.to_string()),

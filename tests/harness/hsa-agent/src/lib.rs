@@ -662,6 +662,7 @@ pub struct NpuHarnessHsaStats {
     pub packets_failed: u64,
     pub breaches: u64,
     pub leaked_at_shutdown: u64,
+    pub initialisations: u64,
 }
 
 /// Fills `out` (test-only export). Returns 0, or -1 for a null pointer.
@@ -687,6 +688,7 @@ pub unsafe extern "C" fn npu_harness_hsa_stats(out: *mut NpuHarnessHsaStats) -> 
             packets_failed: STATS.packets_failed.load(Ordering::Relaxed),
             breaches: STATS.breaches.load(Ordering::Relaxed),
             leaked_at_shutdown: STATS.leaked_at_shutdown.load(Ordering::Relaxed),
+            initialisations: STATS.initialisations.load(Ordering::Relaxed),
         };
         // SAFETY: checked non-null.
         unsafe { out.write(stats) };

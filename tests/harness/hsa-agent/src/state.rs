@@ -149,7 +149,10 @@ pub fn init() -> hsa_status_t {
     let mut init = lock(&INIT);
     if init.refcount == 0 {
         match AgentConfig::from_env() {
-            Ok(config) => init.config = Some(Arc::new(config)),
+            Ok(config) => {
+                init.config = Some(Arc::new(config));
+                STATS.initialisations.fetch_add(1, Ordering::Relaxed);
+            }
             Err(message) => {
                 breach(&message);
                 return HSA_STATUS_ERROR_INVALID_ARGUMENT;
@@ -199,6 +202,9 @@ pub fn refcount() -> u64 {
 
 /// Counters for tests.
 pub struct Stats {
+    /// `hsa_init` calls that initialised the runtime (reference count 0 → 1): what a real ROCr
+    /// pays dearly for (it walks the kernel driver's topology), so tests count them.
+    pub initialisations: AtomicU64,
     pub packets_completed: AtomicU64,
     pub packets_failed: AtomicU64,
     pub leaked_at_shutdown: AtomicU64,
@@ -206,6 +212,7 @@ pub struct Stats {
 }
 
 pub static STATS: Stats = Stats {
+    initialisations: AtomicU64::new(0),
     packets_completed: AtomicU64::new(0),
     packets_failed: AtomicU64::new(0),
     leaked_at_shutdown: AtomicU64::new(0),

@@ -154,7 +154,7 @@ fn no_device_is_a_clear_error() {
     let report = doctor_report(&config(&[]), &[]);
     assert!(!report.usable());
     assert!(report.to_string().contains("XRT device: none"), "{report}");
-    let probe = XrtTargetProbe::new(&config(&[]), &[]);
+    let probe = XrtTargetProbe::new(&config(&[]), &[], false);
     assert!(matches!(probe.probe(), ProbeOutcome::Unavailable(why) if why.contains("device 0")));
 }
 
@@ -183,7 +183,7 @@ fn doctor_and_probe_report_the_device() {
 
     set_env("NPU_HARNESS_XRT_DEVICE", "NPU Phoenix");
     let config = config(&[]);
-    let probe = XrtTargetProbe::new(&config, &[]);
+    let probe = XrtTargetProbe::new(&config, &[], false);
     assert_eq!(probe.probe(), ProbeOutcome::Device("NPU Phoenix".into()));
     let found = npu_target::target::detect(&config, &[&probe]).unwrap();
     assert_eq!(found.target, NpuVersion::Npu1);

@@ -131,6 +131,7 @@ pub struct Stats {
     pub packets_failed: u64,
     pub breaches: u64,
     pub leaked_at_shutdown: u64,
+    pub initialisations: u64,
 }
 
 fn open_same(path: &Path) -> libloading::Library {
