@@ -4,7 +4,9 @@
 // through AIR_TRANSFORM_TILING_SCRIPT. The library sequences it includes are expanded by the
 // backend before air-opt sees the script. Row-wise: after fusing the elementwise ops and moving
 // each reduction's dimension innermost, the op that produces the stored value gets its result
-// in L2 and is tiled one row per core (one scf.forall); its producers (reductions, their
+// in L2 and is tiled two rows per core (one scf.forall: the 8 rows of a program make a herd
+// of 4 cores, which fits both arrays; one row per core would ask for 8 columns, more than
+// npu1's 4, and aircc cannot place it); its producers (reductions, their
 // inputs, the fills) are fused into that loop and their results allocated in L1, all before
 // bufferizing; the loop becomes the herd.
 module attributes {transform.with_named_sequence} {
@@ -32,7 +34,7 @@ module attributes {transform.with_named_sequence} {
         : (!transform.any_op) -> !transform.any_op
     %out_l2_buf, %out_l2 = transform.structured.bufferize_to_allocation %out
         {memory_space = 1, bufferize_destination_only, emit_dealloc} : !transform.any_op
-    %row, %forall = transform.structured.tile_using_forall %out tile_sizes [1]
+    %row, %forall = transform.structured.tile_using_forall %out tile_sizes [2]
         : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
     %red_in, %loop1 = transform.structured.fuse_into_containing_op %red into %forall
         : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)

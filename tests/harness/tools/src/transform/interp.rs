@@ -70,8 +70,15 @@ fn tracked(name: &str) -> bool {
             | "air.herd"
             | "tensor.pad"
             | payload::STORE
+            | LOAD
     ) || (name.starts_with("linalg.") && name != "linalg.copy")
 }
+
+/// The op a loaded tensor comes from (triton-shared's `bufferization.to_tensor` of the buffer
+/// a load copies into): kept so that `get_producer_of_operand` of an operand that reads a load
+/// finds it, as MLIR's does (a producer is any defining op), and fusing it into a loop (which
+/// MLIR does by cloning it for its use there) is followed.
+const LOAD: &str = "bufferization.to_tensor";
 
 /// Payload ops a vectorizer turns into vector transfers of their operands.
 const COMPUTE: &[&str] = &[
@@ -111,7 +118,7 @@ const STRUCTURE_KEEPING: &[&str] = &[
 enum Src {
     /// The result of another payload op.
     Op(usize),
-    /// A value the model does not follow as an op: a load (`bufferization.to_tensor` of the
+    /// A value the model does not follow as data flow: a load (`bufferization.to_tensor` of the
     /// `memref.alloc` a load copies into), a slice, a constant.
     Value(String),
     /// A `tensor.empty`: it gets a buffer only when the IR is bufferized.
@@ -254,15 +261,18 @@ struct Interp<'a> {
     guessed: bool,
     l3: Vec<String>,
     depth: usize,
+    /// Loaded values and the model op (named [`LOAD`]) that defines each.
+    loaded: HashMap<String, usize>,
 }
 
 /// The payload model of an input module: the module, its functions and their linalg ops with
-/// where each operand comes from.
-fn model(module: &str, loads_space: i64) -> Vec<PayloadOp> {
+/// where each operand comes from; and the ops that define its loaded values.
+fn model(module: &str, loads_space: i64) -> (Vec<PayloadOp>, HashMap<String, usize>) {
     let Payload {
         ops: linalg,
         empties,
         reshapes,
+        loads,
         funcs,
         ..
     } = payload::read(module);
@@ -303,15 +313,23 @@ fn model(module: &str, loads_space: i64) -> Vec<PayloadOp> {
         }
         ops.push(op);
     }
-    ops
+    let mut loaded = HashMap::new();
+    for (value, func) in loads {
+        // Operands that read it stay `Src::Value`: where they live is the loads' space.
+        ops.push(PayloadOp::new(LOAD, Some(func.map_or(0, |f| 1 + f))));
+        loaded.insert(value, ops.len() - 1);
+    }
+    (ops, loaded)
 }
 
 /// Runs the script over `module`'s model and, when the model followed it, checks the herds.
 pub fn run(script: &Script, module: &str) -> Result<Outcome, Error> {
     let loads_space = crate::attrs::int_attr(module, crate::attrs::LOADS_MEMORY_SPACE).unwrap_or(0);
+    let (payload, loaded) = model(module, loads_space);
     let mut it = Interp {
         script,
-        payload: model(module, loads_space),
+        payload,
+        loaded,
         loads_space,
         promotions: Vec::new(),
         herds: Vec::new(),
@@ -619,7 +637,7 @@ impl Interp<'_> {
     }
 
     /// The producer of operand `k` of op `o`: the pad `structured.pad` put there, else the
-    /// linalg op whose result it is.
+    /// linalg op whose result it is, else the load that defines it.
     fn producer(&self, o: usize, k: usize) -> Option<usize> {
         let pad = (0..self.payload.len())
             .find(|&p| self.payload[p].alive && self.payload[p].pad_of == Some((o, k)));
@@ -629,6 +647,7 @@ impl Interp<'_> {
         let op = &self.payload[o];
         match op.ins.iter().chain(&op.outs).nth(k) {
             Some(Src::Op(p)) if self.payload[*p].alive => Some(*p),
+            Some(Src::Value(v)) => self.loaded.get(v).copied(),
             _ => None,
         }
     }

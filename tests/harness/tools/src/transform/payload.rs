@@ -43,6 +43,9 @@ pub struct Payload {
     /// Results of `tensor.extract_slice`, with the value they slice: a masked store writes a
     /// slice of the computed block, and the store is followed to what computed it.
     pub slices: HashMap<String, String>,
+    /// Results of `bufferization.to_tensor` (a load's tensor: triton-shared copies the loaded
+    /// memory into a `memref.alloc` and reads it back as a tensor), with their function.
+    pub loads: Vec<(String, Option<usize>)>,
     /// How many functions the module has.
     pub funcs: usize,
 }
@@ -105,6 +108,10 @@ pub fn read(module: &str) -> Payload {
                     ins: vec![v],
                     ..LinalgOp::default()
                 });
+            }
+        } else if word == "bufferization.to_tensor" {
+            if let Some(r) = result_of(before) {
+                payload.loads.push((r, funcs.checked_sub(1)));
             }
         } else if word == "tensor.empty" {
             if let Some(r) = result_of(before) {
@@ -273,5 +280,15 @@ mod tests {
         assert_eq!(p.ops[1].name, STORE);
         assert_eq!(p.ops[1].ins, ["%15"]);
         assert_eq!(p.ops[2].ins, ["%reduced"]);
+    }
+
+    #[test]
+    fn loaded_tensors_are_recorded_with_their_function() {
+        let p = read(
+            "func.func @k(%arg0: memref<*xf32>) {\n\
+             %3 = bufferization.to_tensor %alloc restrict writable : memref<8x64xf32> to \
+             tensor<8x64xf32>\n}\n",
+        );
+        assert_eq!(p.loads, [("%3".to_owned(), Some(0))]);
     }
 }
