@@ -180,6 +180,8 @@ struct PayloadOp {
     untracked_body: bool,
     /// For `linalg.reduce`: the reduced dimensions of its input.
     reduced: Vec<u64>,
+    /// For `linalg.transpose`: result dimension j is input dimension `permutation[j]`.
+    permutation: Vec<u64>,
 }
 
 impl PayloadOp {
@@ -203,6 +205,7 @@ impl PayloadOp {
             elements: None,
             untracked_body: false,
             reduced: Vec::new(),
+            permutation: Vec::new(),
         }
     }
 
@@ -255,10 +258,6 @@ struct Interp<'a> {
     herds: Vec<usize>,
     bufferized: bool,
     precise: bool,
-    /// The payload was changed in a way the model follows only in its loops (the transpose
-    /// `air.transpose_reduce` puts before a reduction): herds and tiles are still followed, but
-    /// no allocation or herd verdict is given.
-    guessed: bool,
     l3: Vec<String>,
     depth: usize,
     /// Loaded values and the model op (named [`LOAD`]) that defines each.
@@ -307,6 +306,7 @@ fn model(module: &str, loads_space: i64) -> (Vec<PayloadOp>, HashMap<String, usi
         op.outs = l.outs.iter().map(src).collect();
         op.domain = l.domain.clone();
         op.reduced = l.reduced.clone();
+        op.permutation = l.permutation.clone();
         if l.on_memref {
             // It writes a buffer the kernel allocated (a load's, in the loads' space).
             op.buffer = Some(loads_space);
@@ -335,7 +335,6 @@ pub fn run(script: &Script, module: &str) -> Result<Outcome, Error> {
         herds: Vec::new(),
         bufferized: false,
         precise: true,
-        guessed: false,
         l3: Vec::new(),
         depth: 0,
     };
@@ -350,7 +349,7 @@ pub fn run(script: &Script, module: &str) -> Result<Outcome, Error> {
             it.apply_top(op, &root)?;
         }
     }
-    let judged = it.precise && !it.guessed;
+    let judged = it.precise;
     let herd_violation = if judged { it.verify_herds() } else { None };
     Ok(Outcome {
         herds: it.herd_shapes(),
@@ -443,33 +442,54 @@ impl Interp<'_> {
             .collect()
     }
 
-    /// mlir-air's `transform.air.fuse_elementwise_linalg` on one function: each generic, last
-    /// first, absorbs the elementwise ops (generics, fills) that produce its operands. The
-    /// kept generic reads what they read from outside, once each, and writes where the
-    /// first of them wrote.
+    /// mlir-air's `transform.air.fuse_elementwise_linalg` on one function. mlir-air applies
+    /// upstream MLIR's elementwise fusion patterns (`populateElementwiseOpsFusionPatterns`,
+    /// AIRLinalgCodegen.cpp `FuseElementwiseLinalgOp::apply`): a generic absorbs the
+    /// elementwise ops (generics, fills) that produce its operands, and a producer is erased
+    /// once nothing else reads it. So an elementwise op whose readers are all generics goes;
+    /// one that something else still reads (a reduction, a transpose, a store) stays, having
+    /// absorbed its own producers in turn. Each generic that stays reads what its absorbed ops
+    /// read from outside, once each, and writes where the first of them wrote.
     fn fuse_elementwise(&mut self, f: usize) {
         let elementwise = self.descendants(&[f], |p| {
             matches!(p.name.as_str(), "linalg.generic" | "linalg.fill")
         });
-        let mut absorbed: HashSet<usize> = HashSet::new();
+        let readers = |this: &Self, d: usize| -> Vec<usize> {
+            (0..this.payload.len())
+                .filter(|&u| {
+                    this.payload[u].alive
+                        && this.payload[u]
+                            .ins
+                            .iter()
+                            .chain(&this.payload[u].outs)
+                            .any(|s| *s == Src::Op(d))
+                })
+                .collect()
+        };
+        let goes: HashSet<usize> = elementwise
+            .iter()
+            .copied()
+            .filter(|&d| {
+                let r = readers(self, d);
+                !r.is_empty() && r.iter().all(|&u| self.payload[u].name == "linalg.generic")
+            })
+            .collect();
+        // Each generic that stays and what it absorbs, computed on the unfused payload.
+        let mut fused: Vec<(usize, Vec<Src>, Vec<Src>)> = Vec::new();
         for &keep in elementwise.iter().rev() {
-            if absorbed.contains(&keep) || self.payload[keep].name != "linalg.generic" {
+            if goes.contains(&keep) || self.payload[keep].name != "linalg.generic" {
                 continue;
             }
             let mut group = vec![keep];
             let mut at = 0;
             while at < group.len() {
-                let srcs: Vec<Src> = {
-                    let g = &self.payload[group[at]];
-                    g.ins.iter().chain(&g.outs).cloned().collect()
-                };
-                for s in srcs {
+                let g = &self.payload[group[at]];
+                for s in g.ins.iter().chain(&g.outs) {
                     if let Src::Op(p) = s
-                        && elementwise.contains(&p)
-                        && !group.contains(&p)
-                        && !absorbed.contains(&p)
+                        && elementwise.contains(p)
+                        && !group.contains(p)
                     {
-                        group.push(p);
+                        group.push(*p);
                     }
                 }
                 at += 1;
@@ -497,11 +517,12 @@ impl Interp<'_> {
                     }
                 }
             }
-            for &i in &group[1..] {
-                self.payload[i].alive = false;
-                absorbed.insert(i);
-            }
-            absorbed.insert(keep);
+            fused.push((keep, ins, outs));
+        }
+        for d in goes {
+            self.payload[d].alive = false;
+        }
+        for (keep, ins, outs) in fused {
             let k = &mut self.payload[keep];
             k.ins = ins;
             k.outs = outs;
@@ -709,13 +730,16 @@ impl Interp<'_> {
 
     /// `air.transpose_reduce` on reduction `i` (mlir-air AIRLinalgCodegen.cpp
     /// `TransposeReduceOp::apply`): a reduction whose reduced dimensions are already the
-    /// innermost ones is left as it is; any other gets a `linalg.transpose` of its input that
-    /// puts the kept dimensions first and the reduced ones last, and a new reduce over it takes
-    /// its place (same results, so the handle keeps pointing at it). The loops of the new
-    /// reduce are the transposed input's; the transpose itself (a new tensor producer with a
-    /// `tensor.empty` destination) is not modelled.
+    /// innermost ones is left as it is; any other gets a `linalg.transpose` of its input (into
+    /// a `tensor.empty`) that puts the kept dimensions first and the reduced ones last, and a
+    /// new reduce over it takes its place (same results, so the handle keeps pointing at it).
+    /// The canonicalization every schedule runs next folds a transpose of a transpose into one
+    /// (upstream MLIR LinalgOps.cpp `FoldTransposeWithTranspose`) and an identity transpose
+    /// away (`TransposeOp::fold`): triton-shared feeds a reduction over the last axis through
+    /// a transpose (`dimensions = [0]`), so there the two cancel and the reduce reads the
+    /// untransposed value. The model applies that fold here.
     fn reduction_innermost(&mut self, i: usize) {
-        let p = &mut self.payload[i];
+        let p = &self.payload[i];
         let rank = p.domain.len() as u64;
         let k = p.reduced.len() as u64;
         let mut sorted = p.reduced.clone();
@@ -730,12 +754,54 @@ impl Interp<'_> {
         }
         let kept = (0..rank).filter(|d| !p.reduced.contains(d));
         let order: Vec<u64> = kept.chain(p.reduced.iter().copied()).collect();
-        if order.iter().any(|&d| d >= rank) {
+        let (Some(input), true) = (p.ins.first().cloned(), order.iter().all(|&d| d < rank)) else {
             self.precise = false;
             return;
+        };
+        let domain: Vec<u64> = order.iter().map(|&d| p.domain[d as usize]).collect();
+        // The transpose of a transpose reads the first one's input, by the composed order.
+        let (source, perm) = match input {
+            Src::Op(t)
+                if self.payload[t].name == "linalg.transpose"
+                    && self.payload[t].permutation.len() == order.len()
+                    && self.payload[t].ins.len() == 1 =>
+            {
+                let first = &self.payload[t].permutation;
+                let composed: Vec<u64> = order.iter().map(|&o| first[o as usize]).collect();
+                (self.payload[t].ins[0].clone(), composed)
+            }
+            other => (other, order),
+        };
+        let identity = perm.iter().enumerate().all(|(j, &d)| d == j as u64);
+        let new_input = if identity {
+            source
+        } else {
+            let t = self.new_op("linalg.transpose", self.payload[i].parent);
+            let op = &mut self.payload[t];
+            op.ins = vec![source];
+            op.outs = vec![Src::Empty];
+            op.domain = domain.clone();
+            op.permutation = perm;
+            Src::Op(t)
+        };
+        let old = std::mem::replace(&mut self.payload[i].ins[0], new_input);
+        // The transpose triton-shared made is dead once nothing reads it.
+        if let Src::Op(t) = old
+            && self.payload[t].name == "linalg.transpose"
+            && !self.read_by_any(t)
+        {
+            self.payload[t].alive = false;
         }
-        p.domain = order.iter().map(|&d| p.domain[d as usize]).collect();
+        let p = &mut self.payload[i];
+        p.domain = domain;
         p.reduced = (rank - k..rank).collect();
+    }
+
+    /// Whether a live op reads or writes the result of op `t`.
+    fn read_by_any(&self, t: usize) -> bool {
+        self.payload
+            .iter()
+            .any(|u| u.alive && u.ins.iter().chain(&u.outs).any(|s| *s == Src::Op(t)))
     }
 
     /// mlir-air's `air.herd` verifier (AIRDialect.cpp:2055-2059) on every herd: allocations
@@ -1331,11 +1397,6 @@ impl Interp<'_> {
                     }
                     self.reduction_innermost(i);
                 }
-                // Whether mlir-air keeps the row-wise schedules' operands where the herd
-                // verifier wants them after this is not known to the model (their inputs
-                // are read from L2 slices in the loop): their herds and tiles are followed,
-                // their allocations and herds are not judged.
-                self.guessed = true;
                 return Ok(vec![target; n]);
             }
             "transform.air.par_to_herd" => {
