@@ -376,3 +376,31 @@ fn a_producer_that_a_reduction_also_reads_survives_fusion() {
         "{err}"
     );
 }
+
+#[test]
+fn fusing_a_producer_the_loop_does_not_use_yet_is_refused() {
+    // The attention schedule's loop holds the stored cast of P·V. Fusing the reductions first
+    // (as the script did before) asks for producers whose only readers (the softmax chain
+    // feeding P) are still outside the loop: MLIR's fuse_into_containing_op fails there.
+    let payload = linalg_of("attention.ttir");
+    let shipped = example_schedule("attention", NpuVersion::Npu2, str::to_owned);
+    if let Err(e) = compile(&payload, &shipped, "npu2") {
+        panic!("{e}");
+    }
+    let reductions_first = example_schedule("attention", NpuVersion::Npu2, |t| {
+        t.replace(
+            "fuse_into_containing_op %pv into %forall",
+            "fuse_into_containing_op %red into %forall",
+        )
+        .replace(
+            "fuse_into_containing_op %red into %loop1",
+            "fuse_into_containing_op %pv into %loop1",
+        )
+    });
+    assert_ne!(reductions_first, shipped);
+    let err = compile(&payload, &reductions_first, "npu2").unwrap_err();
+    assert!(
+        err.contains("error: could not find next producer to fuse into container"),
+        "{err}"
+    );
+}

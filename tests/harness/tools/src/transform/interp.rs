@@ -797,6 +797,24 @@ impl Interp<'_> {
         p.reduced = (rank - k..rank).collect();
     }
 
+    /// The live ops that read or write the result of op `p` (a load's readers read its value).
+    fn readers(&self, p: usize) -> Vec<usize> {
+        let loaded: Option<&String> = (self.payload[p].name == LOAD)
+            .then(|| self.loaded.iter().find(|(_, i)| **i == p).map(|(v, _)| v))
+            .flatten();
+        (0..self.payload.len())
+            .filter(|&u| {
+                let o = &self.payload[u];
+                o.alive
+                    && o.ins.iter().chain(&o.outs).any(|s| match s {
+                        Src::Op(q) => *q == p,
+                        Src::Value(v) => loaded == Some(v),
+                        Src::Empty => false,
+                    })
+            })
+            .collect()
+    }
+
     /// Whether a live op reads or writes the result of op `t`.
     fn read_by_any(&self, t: usize) -> bool {
         self.payload
@@ -1101,8 +1119,35 @@ impl Interp<'_> {
                 let Some(&l) = loops.first() else {
                     return Ok(opaque(n));
                 };
-                for &p in producers {
-                    self.payload[p].parent = Some(l);
+                // Upstream MLIR (LinalgTransformOps.cpp `FuseIntoContainingOp::apply`) fuses
+                // the producers one at a time, each for a use inside the loop, retrying the
+                // rest after every fusion; when none of those left is used inside the loop it
+                // fails. The model refuses only producers whose readers it knows, all outside.
+                let mut remaining: Vec<usize> = producers.clone();
+                while !remaining.is_empty() {
+                    let next = remaining
+                        .iter()
+                        .position(|&p| self.readers(p).iter().any(|&u| self.within(u, l)));
+                    match next {
+                        Some(at) => {
+                            let p = remaining.remove(at);
+                            self.payload[p].parent = Some(l);
+                        }
+                        None if self.precise
+                            && remaining.iter().all(|&p| !self.readers(p).is_empty()) =>
+                        {
+                            return Err(super::Error::at(
+                                op.loc,
+                                "could not find next producer to fuse into container".to_owned(),
+                            ));
+                        }
+                        None => {
+                            // Readers the model does not know: not judged.
+                            for p in remaining.drain(..) {
+                                self.payload[p].parent = Some(l);
+                            }
+                        }
+                    }
                 }
                 let mut out = vec![target.clone(), Handle::Ops(vec![l])];
                 out.truncate(n);
