@@ -454,23 +454,11 @@ impl Interp<'_> {
         let elementwise = self.descendants(&[f], |p| {
             matches!(p.name.as_str(), "linalg.generic" | "linalg.fill")
         });
-        let readers = |this: &Self, d: usize| -> Vec<usize> {
-            (0..this.payload.len())
-                .filter(|&u| {
-                    this.payload[u].alive
-                        && this.payload[u]
-                            .ins
-                            .iter()
-                            .chain(&this.payload[u].outs)
-                            .any(|s| *s == Src::Op(d))
-                })
-                .collect()
-        };
         let goes: HashSet<usize> = elementwise
             .iter()
             .copied()
             .filter(|&d| {
-                let r = readers(self, d);
+                let r = self.readers(d);
                 !r.is_empty() && r.iter().all(|&u| self.payload[u].name == "linalg.generic")
             })
             .collect();
@@ -788,7 +776,7 @@ impl Interp<'_> {
         // The transpose triton-shared made is dead once nothing reads it.
         if let Src::Op(t) = old
             && self.payload[t].name == "linalg.transpose"
-            && !self.read_by_any(t)
+            && self.readers(t).is_empty()
         {
             self.payload[t].alive = false;
         }
@@ -813,13 +801,6 @@ impl Interp<'_> {
                     })
             })
             .collect()
-    }
-
-    /// Whether a live op reads or writes the result of op `t`.
-    fn read_by_any(&self, t: usize) -> bool {
-        self.payload
-            .iter()
-            .any(|u| u.alive && u.ins.iter().chain(&u.outs).any(|s| *s == Src::Op(t)))
     }
 
     /// mlir-air's `air.herd` verifier (AIRDialect.cpp:2055-2059) on every herd: allocations
