@@ -119,13 +119,22 @@ print(json.dumps({
 
 # centred_kernel reduces along its block: the default elementwise schedule cannot serve it (the
 # real mlir-air refuses it, and so does the harness), so it gets a row-wise schedule, as
-# upstream's examples bring theirs.
-CENTRED_SCHEDULE = str(REPO / "tests" / "examples" / "reductions" / "transform_aie2p.mlir")
+# upstream's examples bring theirs: the reductions example's, with its tile (two rows per core)
+# made the whole block, since centred_kernel's block is one row of 1024 (two elements per core
+# would ask for a herd of 512 cores, which aircc cannot place).
+def centred_schedule(tmp_path: Path) -> str:
+    text = (REPO / "tests" / "examples" / "reductions" / "transform_aie2p.mlir").read_text()
+    assert text.count("tile_sizes [2]") == 1
+    path = tmp_path / "centred_transform_aie2p.mlir"
+    path.write_text(text.replace("tile_sizes [2]", "tile_sizes [1024]"))
+    return str(path)
 
 
 def test_cpu_and_npu_backends_alternate_in_one_script(tmp_path: Path):
     env = harness_env(
-        tmp_path, AMD_TRITON_NPU_RUNTIME="hsa", AIR_TRANSFORM_TILING_SCRIPT=CENTRED_SCHEDULE
+        tmp_path,
+        AMD_TRITON_NPU_RUNTIME="hsa",
+        AIR_TRANSFORM_TILING_SCRIPT=centred_schedule(tmp_path),
     )
     result = _json_script(
         tmp_path,
@@ -436,7 +445,9 @@ def test_driver_scope_selects_and_restores_exactly():
 @pytest.mark.parametrize("runtime", ["hsa", "xrt"])
 def test_do_bench_is_a_method_of_the_driver_and_times_device_work(runtime: str, tmp_path: Path):
     env = harness_env(
-        tmp_path, AMD_TRITON_NPU_RUNTIME=runtime, AIR_TRANSFORM_TILING_SCRIPT=CENTRED_SCHEDULE
+        tmp_path,
+        AMD_TRITON_NPU_RUNTIME=runtime,
+        AIR_TRANSFORM_TILING_SCRIPT=centred_schedule(tmp_path),
     )
     result = _json_script(
         tmp_path,
@@ -483,7 +494,9 @@ def test_last_dispatched_module_relaunches_the_last_kernel_without_the_jit(
     # Upstream's gpt2/qwen2_5 kernels keep `_last_dispatched_module` per shape and call its
     # `launch(gridX, gridY, gridZ, None, None, None, None, *args, *constexprs)` afterwards.
     env = harness_env(
-        tmp_path, AMD_TRITON_NPU_RUNTIME=runtime, AIR_TRANSFORM_TILING_SCRIPT=CENTRED_SCHEDULE
+        tmp_path,
+        AMD_TRITON_NPU_RUNTIME=runtime,
+        AIR_TRANSFORM_TILING_SCRIPT=centred_schedule(tmp_path),
     )
     result = _json_script(
         tmp_path,

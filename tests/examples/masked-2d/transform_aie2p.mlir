@@ -7,7 +7,8 @@
 // in L2 and is tiled four rows per core (one scf.forall: the 16 rows of a block make a herd
 // of 4 cores, which fits both arrays; one row per core would ask for 16); its producers (reductions, their
 // inputs, the fills) are fused into that loop and their results allocated in L1, all before
-// bufferizing; the loop becomes the herd.
+// bufferizing; after bufferizing, what the loop reads from L2 is staged into L1; the loop
+// becomes the herd.
 module attributes {transform.with_named_sequence} {
   transform.named_sequence @__transform_main(%arg1: !transform.any_op {transform.readonly}) {
     transform.include @canonicalize_with_fold_dims failures(propagate) (%arg1)
@@ -52,7 +53,9 @@ module attributes {transform.with_named_sequence} {
         : (!transform.any_op) -> !transform.any_op
     %r_buf, %r_l1 = transform.structured.bufferize_to_allocation %r_ops
         {memory_space = 2, bufferize_destination_only, emit_dealloc} : !transform.any_op
-    %g_ops = transform.structured.match ops{["linalg.generic"]} in %loop3
+    // Transposes too (air.transpose_reduce gives a reduction over a leading dimension one,
+    // into a tensor.empty that bufferizing would otherwise allocate in L3 inside the herd).
+    %g_ops = transform.structured.match ops{["linalg.generic", "linalg.transpose"]} in %loop3
         : (!transform.any_op) -> !transform.any_op
     %g_buf, %g_l1 = transform.structured.bufferize_to_allocation %g_ops
         {memory_space = 2, bufferize_destination_only, emit_dealloc} : !transform.any_op
@@ -62,6 +65,18 @@ module attributes {transform.with_named_sequence} {
         : (!transform.any_op) -> ()
     transform.include @post_bufferize_cleanup failures(propagate) (%arg1)
         : (!transform.any_op) -> ()
+    // What the row loop's ops read from outside L1 (the loaded rows and vectors, in L2) is
+    // copied into L1 first (air.linalg_promote stages subview and broadcast operands alike;
+    // the copies become DMAs): a core reads only its L1, and mlir-air's air.herd verifier
+    // refuses a vectorized read of L2 inside a herd.
+    %row_loop = transform.structured.match ops{["scf.forall"]} in %arg1
+        : (!transform.any_op) -> !transform.any_op
+    %row_ops = transform.structured.match
+        ops{["linalg.generic", "linalg.reduce", "linalg.fill", "linalg.transpose", "linalg.matmul"]}
+        in %row_loop
+        : (!transform.any_op) -> !transform.any_op
+    %row_ops_l1 = transform.air.linalg_promote %row_ops {"memory_space"="L1"}
+        : (!transform.any_op) -> !transform.any_op
     transform.include @vectorize_generics_at_16 failures(propagate) (%arg1)
         : (!transform.any_op) -> ()
     %vh = transform.include @air_herd_mapping_and_vectorize failures(propagate) (%arg1)

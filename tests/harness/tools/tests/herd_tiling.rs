@@ -8,18 +8,12 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 
-use common::{AIR_OPT, AIRCC, LLC, linalg_of};
+use common::linalg_of;
+use common::lowering::{compile, tiling, tilings, without_tilings};
 use npu_harness_program::{Op, Program, bf16_to_f32, f32_to_bf16};
 use npu_target::NpuVersion;
 use npu_toolchain::npu_transform;
-
-const OVERRIDE: &str = "builtin.module(air-resolve-tensor-opoperand-conflicts, \
-                        air-override-memref-memory-space{scope=func memory-space=1})";
-const TRANSFORM: &str = "builtin.module(air-transform{filename=t.mlir})";
-const LAUNCH: &str = "builtin.module(func.func(air-wrap-func-with-parallel{loop-bounds=2,1,1}),\
-                      air-par-to-launch{depth=0 has-air-segment=true})";
 
 /// An elementwise schedule: fuse, flatten, result in L2, `tiling` of the generic into one
 /// scf.forall, bufferize, operands into L1, herd, vectorize.
@@ -54,56 +48,6 @@ fn schedule(tiling: &str) -> String {
 }}
 "
     )
-}
-
-/// Lowers `payload` with `script` and compiles it with aircc for `device`: the kernel's
-/// program, or the stderr of the step that refused it.
-fn compile(payload: &str, script: &str, device: &str) -> Result<Program, String> {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    std::fs::write(d.join("in.mlir"), payload).unwrap();
-    std::fs::write(d.join("t.mlir"), script).unwrap();
-    let peano = d.join("peano");
-    std::fs::create_dir_all(peano.join("bin")).unwrap();
-    std::fs::copy(LLC, peano.join("bin/llc")).unwrap();
-    for (input, pipeline, output) in [
-        ("in.mlir", OVERRIDE, "l2.mlir"),
-        ("l2.mlir", TRANSFORM, "tiled.mlir"),
-        ("tiled.mlir", LAUNCH, "air.mlir"),
-    ] {
-        let out = Command::new(AIR_OPT)
-            .args([input, &format!("--pass-pipeline={pipeline}"), "-o", output])
-            .current_dir(d)
-            .output()
-            .unwrap();
-        if !out.status.success() {
-            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
-        }
-    }
-    let out = Command::new(AIRCC)
-        .args([
-            "--device",
-            device,
-            "--no-xchesscc",
-            "--no-xbridge",
-            &format!("--peano={}", peano.display()),
-            "air.mlir",
-        ])
-        .current_dir(d)
-        .output()
-        .unwrap();
-    if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
-    }
-    let insts = std::fs::read(Path::new(d).join("aie.insts.bin")).unwrap();
-    Ok(Program::decode(&insts).unwrap())
-}
-
-fn tiling(p: &Program) -> Option<Op> {
-    p.ops
-        .iter()
-        .find(|op| matches!(op, Op::Tiling { .. }))
-        .cloned()
 }
 
 /// Runs `p` over a 2-program grid of the masked 4x8 kernel (rows of 10 floats).
@@ -260,20 +204,6 @@ fn run_matmul(p: &Program) -> Vec<f32> {
     p.execute(&mut [&mut a, &mut b, &mut c]).unwrap();
     c.chunks(4)
         .map(|x| f32::from_le_bytes([x[0], x[1], x[2], x[3]]))
-        .collect()
-}
-
-fn without_tilings(p: &Program) -> Program {
-    let mut whole = p.clone();
-    whole.ops.retain(|op| !matches!(op, Op::Tiling { .. }));
-    whole
-}
-
-fn tilings(p: &Program) -> Vec<Op> {
-    p.ops
-        .iter()
-        .filter(|op| matches!(op, Op::Tiling { .. }))
-        .cloned()
         .collect()
 }
 

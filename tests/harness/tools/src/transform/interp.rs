@@ -70,8 +70,15 @@ fn tracked(name: &str) -> bool {
             | "air.herd"
             | "tensor.pad"
             | payload::STORE
+            | LOAD
     ) || (name.starts_with("linalg.") && name != "linalg.copy")
 }
+
+/// The op a loaded tensor comes from (triton-shared's `bufferization.to_tensor` of the buffer
+/// a load copies into): kept so that `get_producer_of_operand` of an operand that reads a load
+/// finds it, as MLIR's does (a producer is any defining op), and fusing it into a loop (which
+/// MLIR does by cloning it for its use there) is followed.
+const LOAD: &str = "bufferization.to_tensor";
 
 /// Payload ops a vectorizer turns into vector transfers of their operands.
 const COMPUTE: &[&str] = &[
@@ -111,7 +118,7 @@ const STRUCTURE_KEEPING: &[&str] = &[
 enum Src {
     /// The result of another payload op.
     Op(usize),
-    /// A value the model does not follow as an op: a load (`bufferization.to_tensor` of the
+    /// A value the model does not follow as data flow: a load (`bufferization.to_tensor` of the
     /// `memref.alloc` a load copies into), a slice, a constant.
     Value(String),
     /// A `tensor.empty`: it gets a buffer only when the IR is bufferized.
@@ -173,6 +180,8 @@ struct PayloadOp {
     untracked_body: bool,
     /// For `linalg.reduce`: the reduced dimensions of its input.
     reduced: Vec<u64>,
+    /// For `linalg.transpose`: result dimension j is input dimension `permutation[j]`.
+    permutation: Vec<u64>,
 }
 
 impl PayloadOp {
@@ -196,6 +205,7 @@ impl PayloadOp {
             elements: None,
             untracked_body: false,
             reduced: Vec::new(),
+            permutation: Vec::new(),
         }
     }
 
@@ -248,21 +258,20 @@ struct Interp<'a> {
     herds: Vec<usize>,
     bufferized: bool,
     precise: bool,
-    /// The payload was changed in a way the model follows only in its loops (the transpose
-    /// `air.transpose_reduce` puts before a reduction): herds and tiles are still followed, but
-    /// no allocation or herd verdict is given.
-    guessed: bool,
     l3: Vec<String>,
     depth: usize,
+    /// Loaded values and the model op (named [`LOAD`]) that defines each.
+    loaded: HashMap<String, usize>,
 }
 
 /// The payload model of an input module: the module, its functions and their linalg ops with
-/// where each operand comes from.
-fn model(module: &str, loads_space: i64) -> Vec<PayloadOp> {
+/// where each operand comes from; and the ops that define its loaded values.
+fn model(module: &str, loads_space: i64) -> (Vec<PayloadOp>, HashMap<String, usize>) {
     let Payload {
         ops: linalg,
         empties,
         reshapes,
+        loads,
         funcs,
         ..
     } = payload::read(module);
@@ -297,27 +306,35 @@ fn model(module: &str, loads_space: i64) -> Vec<PayloadOp> {
         op.outs = l.outs.iter().map(src).collect();
         op.domain = l.domain.clone();
         op.reduced = l.reduced.clone();
+        op.permutation = l.permutation.clone();
         if l.on_memref {
             // It writes a buffer the kernel allocated (a load's, in the loads' space).
             op.buffer = Some(loads_space);
         }
         ops.push(op);
     }
-    ops
+    let mut loaded = HashMap::new();
+    for (value, func) in loads {
+        // Operands that read it stay `Src::Value`: where they live is the loads' space.
+        ops.push(PayloadOp::new(LOAD, Some(func.map_or(0, |f| 1 + f))));
+        loaded.insert(value, ops.len() - 1);
+    }
+    (ops, loaded)
 }
 
 /// Runs the script over `module`'s model and, when the model followed it, checks the herds.
 pub fn run(script: &Script, module: &str) -> Result<Outcome, Error> {
     let loads_space = crate::attrs::int_attr(module, crate::attrs::LOADS_MEMORY_SPACE).unwrap_or(0);
+    let (payload, loaded) = model(module, loads_space);
     let mut it = Interp {
         script,
-        payload: model(module, loads_space),
+        payload,
+        loaded,
         loads_space,
         promotions: Vec::new(),
         herds: Vec::new(),
         bufferized: false,
         precise: true,
-        guessed: false,
         l3: Vec::new(),
         depth: 0,
     };
@@ -332,7 +349,7 @@ pub fn run(script: &Script, module: &str) -> Result<Outcome, Error> {
             it.apply_top(op, &root)?;
         }
     }
-    let judged = it.precise && !it.guessed;
+    let judged = it.precise;
     let herd_violation = if judged { it.verify_herds() } else { None };
     Ok(Outcome {
         herds: it.herd_shapes(),
@@ -425,33 +442,42 @@ impl Interp<'_> {
             .collect()
     }
 
-    /// mlir-air's `transform.air.fuse_elementwise_linalg` on one function: each generic, last
-    /// first, absorbs the elementwise ops (generics, fills) that produce its operands. The
-    /// kept generic reads what they read from outside, once each, and writes where the
-    /// first of them wrote.
+    /// mlir-air's `transform.air.fuse_elementwise_linalg` on one function. mlir-air applies
+    /// upstream MLIR's elementwise fusion patterns (`populateElementwiseOpsFusionPatterns`,
+    /// AIRLinalgCodegen.cpp `FuseElementwiseLinalgOp::apply`): a generic absorbs the
+    /// elementwise ops (generics, fills) that produce its operands, and a producer is erased
+    /// once nothing else reads it. So an elementwise op whose readers are all generics goes;
+    /// one that something else still reads (a reduction, a transpose, a store) stays, having
+    /// absorbed its own producers in turn. Each generic that stays reads what its absorbed ops
+    /// read from outside, once each, and writes where the first of them wrote.
     fn fuse_elementwise(&mut self, f: usize) {
         let elementwise = self.descendants(&[f], |p| {
             matches!(p.name.as_str(), "linalg.generic" | "linalg.fill")
         });
-        let mut absorbed: HashSet<usize> = HashSet::new();
+        let goes: HashSet<usize> = elementwise
+            .iter()
+            .copied()
+            .filter(|&d| {
+                let r = self.readers(d);
+                !r.is_empty() && r.iter().all(|&u| self.payload[u].name == "linalg.generic")
+            })
+            .collect();
+        // Each generic that stays and what it absorbs, computed on the unfused payload.
+        let mut fused: Vec<(usize, Vec<Src>, Vec<Src>)> = Vec::new();
         for &keep in elementwise.iter().rev() {
-            if absorbed.contains(&keep) || self.payload[keep].name != "linalg.generic" {
+            if goes.contains(&keep) || self.payload[keep].name != "linalg.generic" {
                 continue;
             }
             let mut group = vec![keep];
             let mut at = 0;
             while at < group.len() {
-                let srcs: Vec<Src> = {
-                    let g = &self.payload[group[at]];
-                    g.ins.iter().chain(&g.outs).cloned().collect()
-                };
-                for s in srcs {
+                let g = &self.payload[group[at]];
+                for s in g.ins.iter().chain(&g.outs) {
                     if let Src::Op(p) = s
-                        && elementwise.contains(&p)
-                        && !group.contains(&p)
-                        && !absorbed.contains(&p)
+                        && elementwise.contains(p)
+                        && !group.contains(p)
                     {
-                        group.push(p);
+                        group.push(*p);
                     }
                 }
                 at += 1;
@@ -479,11 +505,12 @@ impl Interp<'_> {
                     }
                 }
             }
-            for &i in &group[1..] {
-                self.payload[i].alive = false;
-                absorbed.insert(i);
-            }
-            absorbed.insert(keep);
+            fused.push((keep, ins, outs));
+        }
+        for d in goes {
+            self.payload[d].alive = false;
+        }
+        for (keep, ins, outs) in fused {
             let k = &mut self.payload[keep];
             k.ins = ins;
             k.outs = outs;
@@ -619,7 +646,7 @@ impl Interp<'_> {
     }
 
     /// The producer of operand `k` of op `o`: the pad `structured.pad` put there, else the
-    /// linalg op whose result it is.
+    /// linalg op whose result it is, else the load that defines it.
     fn producer(&self, o: usize, k: usize) -> Option<usize> {
         let pad = (0..self.payload.len())
             .find(|&p| self.payload[p].alive && self.payload[p].pad_of == Some((o, k)));
@@ -629,6 +656,7 @@ impl Interp<'_> {
         let op = &self.payload[o];
         match op.ins.iter().chain(&op.outs).nth(k) {
             Some(Src::Op(p)) if self.payload[*p].alive => Some(*p),
+            Some(Src::Value(v)) => self.loaded.get(v).copied(),
             _ => None,
         }
     }
@@ -690,13 +718,16 @@ impl Interp<'_> {
 
     /// `air.transpose_reduce` on reduction `i` (mlir-air AIRLinalgCodegen.cpp
     /// `TransposeReduceOp::apply`): a reduction whose reduced dimensions are already the
-    /// innermost ones is left as it is; any other gets a `linalg.transpose` of its input that
-    /// puts the kept dimensions first and the reduced ones last, and a new reduce over it takes
-    /// its place (same results, so the handle keeps pointing at it). The loops of the new
-    /// reduce are the transposed input's; the transpose itself (a new tensor producer with a
-    /// `tensor.empty` destination) is not modelled.
+    /// innermost ones is left as it is; any other gets a `linalg.transpose` of its input (into
+    /// a `tensor.empty`) that puts the kept dimensions first and the reduced ones last, and a
+    /// new reduce over it takes its place (same results, so the handle keeps pointing at it).
+    /// The canonicalization every schedule runs next folds a transpose of a transpose into one
+    /// (upstream MLIR LinalgOps.cpp `FoldTransposeWithTranspose`) and an identity transpose
+    /// away (`TransposeOp::fold`): triton-shared feeds a reduction over the last axis through
+    /// a transpose (`dimensions = [0]`), so there the two cancel and the reduce reads the
+    /// untransposed value. The model applies that fold here.
     fn reduction_innermost(&mut self, i: usize) {
-        let p = &mut self.payload[i];
+        let p = &self.payload[i];
         let rank = p.domain.len() as u64;
         let k = p.reduced.len() as u64;
         let mut sorted = p.reduced.clone();
@@ -711,12 +742,65 @@ impl Interp<'_> {
         }
         let kept = (0..rank).filter(|d| !p.reduced.contains(d));
         let order: Vec<u64> = kept.chain(p.reduced.iter().copied()).collect();
-        if order.iter().any(|&d| d >= rank) {
+        let (Some(input), true) = (p.ins.first().cloned(), order.iter().all(|&d| d < rank)) else {
             self.precise = false;
             return;
+        };
+        let domain: Vec<u64> = order.iter().map(|&d| p.domain[d as usize]).collect();
+        // The transpose of a transpose reads the first one's input, by the composed order.
+        let (source, perm) = match input {
+            Src::Op(t)
+                if self.payload[t].name == "linalg.transpose"
+                    && self.payload[t].permutation.len() == order.len()
+                    && self.payload[t].ins.len() == 1 =>
+            {
+                let first = &self.payload[t].permutation;
+                let composed: Vec<u64> = order.iter().map(|&o| first[o as usize]).collect();
+                (self.payload[t].ins[0].clone(), composed)
+            }
+            other => (other, order),
+        };
+        let identity = perm.iter().enumerate().all(|(j, &d)| d == j as u64);
+        let new_input = if identity {
+            source
+        } else {
+            let t = self.new_op("linalg.transpose", self.payload[i].parent);
+            let op = &mut self.payload[t];
+            op.ins = vec![source];
+            op.outs = vec![Src::Empty];
+            op.domain = domain.clone();
+            op.permutation = perm;
+            Src::Op(t)
+        };
+        let old = std::mem::replace(&mut self.payload[i].ins[0], new_input);
+        // The transpose triton-shared made is dead once nothing reads it.
+        if let Src::Op(t) = old
+            && self.payload[t].name == "linalg.transpose"
+            && self.readers(t).is_empty()
+        {
+            self.payload[t].alive = false;
         }
-        p.domain = order.iter().map(|&d| p.domain[d as usize]).collect();
+        let p = &mut self.payload[i];
+        p.domain = domain;
         p.reduced = (rank - k..rank).collect();
+    }
+
+    /// The live ops that read or write the result of op `p` (a load's readers read its value).
+    fn readers(&self, p: usize) -> Vec<usize> {
+        let loaded: Option<&String> = (self.payload[p].name == LOAD)
+            .then(|| self.loaded.iter().find(|(_, i)| **i == p).map(|(v, _)| v))
+            .flatten();
+        (0..self.payload.len())
+            .filter(|&u| {
+                let o = &self.payload[u];
+                o.alive
+                    && o.ins.iter().chain(&o.outs).any(|s| match s {
+                        Src::Op(q) => *q == p,
+                        Src::Value(v) => loaded == Some(v),
+                        Src::Empty => false,
+                    })
+            })
+            .collect()
     }
 
     /// mlir-air's `air.herd` verifier (AIRDialect.cpp:2055-2059) on every herd: allocations
@@ -1016,8 +1100,35 @@ impl Interp<'_> {
                 let Some(&l) = loops.first() else {
                     return Ok(opaque(n));
                 };
-                for &p in producers {
-                    self.payload[p].parent = Some(l);
+                // Upstream MLIR (LinalgTransformOps.cpp `FuseIntoContainingOp::apply`) fuses
+                // the producers one at a time, each for a use inside the loop, retrying the
+                // rest after every fusion; when none of those left is used inside the loop it
+                // fails. The model refuses only producers whose readers it knows, all outside.
+                let mut remaining: Vec<usize> = producers.clone();
+                while !remaining.is_empty() {
+                    let next = remaining
+                        .iter()
+                        .position(|&p| self.readers(p).iter().any(|&u| self.within(u, l)));
+                    match next {
+                        Some(at) => {
+                            let p = remaining.remove(at);
+                            self.payload[p].parent = Some(l);
+                        }
+                        None if self.precise
+                            && remaining.iter().all(|&p| !self.readers(p).is_empty()) =>
+                        {
+                            return Err(super::Error::at(
+                                op.loc,
+                                "could not find next producer to fuse into container".to_owned(),
+                            ));
+                        }
+                        None => {
+                            // Readers the model does not know: not judged.
+                            for p in remaining.drain(..) {
+                                self.payload[p].parent = Some(l);
+                            }
+                        }
+                    }
                 }
                 let mut out = vec![target.clone(), Handle::Ops(vec![l])];
                 out.truncate(n);
@@ -1312,11 +1423,6 @@ impl Interp<'_> {
                     }
                     self.reduction_innermost(i);
                 }
-                // Whether mlir-air keeps the row-wise schedules' operands where the herd
-                // verifier wants them after this is not known to the model (their inputs
-                // are read from L2 slices in the loop): their herds and tiles are followed,
-                // their allocations and herds are not judged.
-                self.guessed = true;
                 return Ok(vec![target; n]);
             }
             "transform.air.par_to_herd" => {

@@ -26,6 +26,8 @@ pub struct LinalgOp {
     pub domain: Vec<u64>,
     /// For `linalg.reduce`: the reduced dimensions of its input (`dimensions = [..]`).
     pub reduced: Vec<u64>,
+    /// For `linalg.transpose`: its `permutation` (result dimension i is input dimension p[i]).
+    pub permutation: Vec<u64>,
 }
 
 /// The op name a store of a computed value has (`bufferization.materialize_in_destination
@@ -43,6 +45,9 @@ pub struct Payload {
     /// Results of `tensor.extract_slice`, with the value they slice: a masked store writes a
     /// slice of the computed block, and the store is followed to what computed it.
     pub slices: HashMap<String, String>,
+    /// Results of `bufferization.to_tensor` (a load's tensor: triton-shared copies the loaded
+    /// memory into a `memref.alloc` and reads it back as a tensor), with their function.
+    pub loads: Vec<(String, Option<usize>)>,
     /// How many functions the module has.
     pub funcs: usize,
 }
@@ -106,6 +111,10 @@ pub fn read(module: &str) -> Payload {
                     ..LinalgOp::default()
                 });
             }
+        } else if word == "bufferization.to_tensor" {
+            if let Some(r) = result_of(before) {
+                payload.loads.push((r, funcs.checked_sub(1)));
+            }
         } else if word == "tensor.empty" {
             if let Some(r) = result_of(before) {
                 payload.empties.insert(r);
@@ -130,23 +139,29 @@ pub fn read(module: &str) -> Payload {
                 ins,
                 outs,
                 domain: domain(word, &in_types, &out_types, iterators),
-                reduced: header
-                    .find("dimensions = [")
-                    .map(|at| {
-                        let rest = &header[at + "dimensions = [".len()..];
-                        let close = rest.find(']').unwrap_or(0);
-                        rest[..close]
-                            .split(',')
-                            .filter_map(|d| d.trim().parse().ok())
-                            .collect()
-                    })
-                    .unwrap_or_default(),
+                reduced: int_list(header, "dimensions = ["),
+                permutation: int_list(header, "permutation = ["),
             });
         }
         i = end;
     }
     payload.funcs = funcs;
     payload
+}
+
+/// The integers of `key…]` in an op's header (`dimensions = [0]`), empty when absent.
+fn int_list(header: &str, key: &str) -> Vec<u64> {
+    header
+        .find(key)
+        .map(|at| {
+            let rest = &header[at + key.len()..];
+            let close = rest.find(']').unwrap_or(0);
+            rest[..close]
+                .split(',')
+                .filter_map(|d| d.trim().parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// `%9` of a line that starts `%9 = ` (or `%9:2 = `).
@@ -270,8 +285,23 @@ mod tests {
         assert_eq!(p.ops.len(), 3);
         assert_eq!(p.ops[0].domain, [8, 4]);
         assert_eq!(p.ops[0].reduced, [0]);
+        assert!(p.ops[0].permutation.is_empty());
         assert_eq!(p.ops[1].name, STORE);
         assert_eq!(p.ops[1].ins, ["%15"]);
         assert_eq!(p.ops[2].ins, ["%reduced"]);
+    }
+
+    #[test]
+    fn loaded_tensors_and_permutations_are_recorded() {
+        let p = read(
+            "func.func @k(%arg0: memref<*xf32>) {\n\
+             %3 = bufferization.to_tensor %alloc restrict writable : memref<8x64xf32> to \
+             tensor<8x64xf32>\n\
+             %transposed = linalg.transpose ins(%3 : tensor<8x64xf32>) outs(%4 : \
+             tensor<64x8xf32>) permutation = [1, 0]\n}\n",
+        );
+        assert_eq!(p.loads, [("%3".to_owned(), Some(0))]);
+        assert_eq!(p.ops[0].permutation, [1, 0]);
+        assert_eq!(p.ops[0].domain, [64, 8]);
     }
 }
