@@ -222,6 +222,8 @@ class bo_impl {
 public:
   std::shared_ptr<xrt_core::device> device;
   triton_npu_xrt_bo *raw = nullptr;
+  // What bo::size() answers: the size the buffer was made with (XRT reports the same).
+  size_t bytes = 0;
   ~bo_impl() {
     if (raw != nullptr) {
       release(device_lib().bo_free, raw);
@@ -421,10 +423,13 @@ bo::bo(const xrt::device &device, size_t sz, bo::flags flags, memory_group grp) 
   check(api().bo_alloc(impl->device->raw, sz, static_cast<uint32_t>(flags),
                        static_cast<int32_t>(grp), &impl->raw, err.text, sizeof err.text),
         err);
+  impl->bytes = sz;
   handle = std::move(impl);
 }
 
 bo::~bo() = default;
+
+size_t bo::size() const { return handle->bytes; }
 
 void *bo::map() {
   void *ptr = nullptr;
@@ -446,6 +451,7 @@ std::shared_ptr<bo_impl> ext_bo(const xrt::device &device, size_t sz) {
   impl->device = device.get_handle();
   Err err;
   check(api().ext_bo_alloc(impl->device->raw, sz, &impl->raw, err.text, sizeof err.text), err);
+  impl->bytes = sz;
   return impl;
 }
 } // namespace
