@@ -16,6 +16,15 @@ Figures, per runtime:
 * warm launch, host overhead: the launcher called directly with three 16-float tensors,
   min/median/max of the per-call time over rounds of calls (no-op device);
 * scaling: the same for kernels with 1, 3, 8 and 16 tensor arguments (medians);
+* the same two figures for upstream's generated C++ launcher, when a C++ compiler is found
+  (else a `SKIP` line says why): our model of it (benches/upstream_launcher/, built by
+  upstream_model.py, which names the upstream commit and files it follows), compiled with g++
+  against the same no-op libraries, given our cache entry's hsaco or ELF as upstream's
+  set_paths gets them, and called as Triton calls upstream's module (its Python wrapper, which
+  hashes the kernel's IR on every call, is left out: the figure is the C++ launcher's alone);
+  then ours / upstream as ratios of the medians. Under HSA also ours with
+  AMD_TRITON_NPU_HSA_TIMEOUT=0: upstream's watchdog is off by default, ours is 60 s, which
+  rings the doorbell from a helper thread;
 * device time per call on the harness device (its software NPU computing the kernel);
 * the same launch through Triton's `kernel[grid](...)` path (harness device);
 * first launch in a new process with a warm cache (Triton's and ours): the backend's part is

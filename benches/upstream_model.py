@@ -36,8 +36,12 @@ FOLLOWS = {
 }
 
 
+def compiler_name() -> str:
+    return os.environ.get("CXX", "g++")
+
+
 def compiler() -> str | None:
-    return shutil.which(os.environ.get("CXX", "g++"))
+    return shutil.which(compiler_name())
 
 
 def python_include() -> Path:
@@ -63,7 +67,7 @@ def headers(runtime: str) -> Path:
 def missing(runtime: str) -> str | None:
     """Why the model cannot be built here, or None."""
     if compiler() is None:
-        return "no C++ compiler (g++ not found; set CXX to use another)"
+        return f"no C++ compiler ({compiler_name()} not found; CXX names another)"
     if not (python_include() / "Python.h").is_file():
         return f"no Python headers ({python_include()}/Python.h)"
     try:
