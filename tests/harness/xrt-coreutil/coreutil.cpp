@@ -3,8 +3,9 @@
 //
 // It defines the part of XRT's C++ API the shim calls (xrt::device, xrt::xclbin, xrt::elf,
 // xrt::hw_context, xrt::kernel, xrt::ext::kernel, xrt::bo, xrt::ext::bo, xrt::run,
-// xrt::run::command_error, xrt::version), compiled against the same XRT headers as the shim, so
-// every symbol and class layout is XRT's. The device behind it is the harness's software XRT
+// xrt::run::command_error, xrt::version; and xrt::bo::size, which the benchmark's model of
+// upstream's launcher reaches through bo::sync(direction)), compiled against the same XRT
+// headers as the shim, so every symbol and class layout is XRT's. The device behind it is the harness's software XRT
 // device (tests/harness/xrt-standin, libnpu_harness_xrt.so, found next to this library): each
 // C++ call maps onto one call of that library's C ABI, which enforces XRT's and amdxdna's rules
 // and runs the harness program. Failures are thrown as XRT throws them (std::runtime_error, and
