@@ -360,7 +360,8 @@ PyMethodDef methods[] = {
     {nullptr, nullptr, 0, nullptr},
 };
 
-PyModuleDef module = {PyModuleDef_HEAD_INIT, "__npu_dispatch", nullptr, -1, methods};
+PyModuleDef module = {PyModuleDef_HEAD_INIT, "__npu_dispatch", nullptr, -1, methods,
+                      nullptr, nullptr, nullptr, nullptr};
 
 } // namespace
 
