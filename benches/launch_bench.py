@@ -22,9 +22,11 @@ Figures, per runtime:
   against the same no-op libraries, given our cache entry's hsaco or ELF as upstream's
   set_paths gets them, and called as Triton calls upstream's module (its Python wrapper, which
   hashes the kernel's IR on every call, is left out: the figure is the C++ launcher's alone);
-  then ours / upstream as ratios of the medians. Under HSA also ours with
-  AMD_TRITON_NPU_HSA_TIMEOUT=0: upstream's watchdog is off by default, ours is 60 s, which
-  rings the doorbell from a helper thread;
+  then ours / upstream as ratios of the medians: for 3 tensors over the rounds of
+  ALTERNATIONS processes each, run in turn (ours, upstream, ours, ...), so that load drifting
+  on a shared machine moves both sides alike; for 1/3/8/16 tensors from the single runs. Under
+  HSA also ours with AMD_TRITON_NPU_HSA_TIMEOUT=0, in the same rotation: upstream's watchdog
+  is off by default, ours is 60 s, which rings the doorbell from a helper thread;
 * device time per call on the harness device (its software NPU computing the kernel);
 * the same launch through Triton's `kernel[grid](...)` path (harness device);
 * first launch in a new process with a warm cache (Triton's and ours): the backend's part is
@@ -40,6 +42,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -49,6 +52,10 @@ from pathlib import Path
 import upstream_model
 
 ROUNDS = 9
+# Ours and upstream's 3-tensor launch are also timed in alternating processes, this many each,
+# and the ratio is taken over all their rounds: load that drifts between two processes would
+# otherwise move a ratio of one process against one.
+ALTERNATIONS = 3
 CALLS = 2000
 ARG_COUNTS = (1, 3, 8, 16)
 
@@ -135,7 +142,7 @@ WORKER = (
     if mode in ("warm", "noop", "noop-3"):
         head = (1, 1, 1, None, k.function, k.packed_metadata, None, None, None)
         rounds = per_call_us(k._run, (*head, x, y, out, N, 16))
-        result["launcher_us"] = [rounds[0], statistics.median(rounds), rounds[-1]]
+        result["launcher_us"] = rounds
         result["entries"] = {{"add": k._run.npu_cache_dir}}
     if mode == "warm":
         # The harness device's time per call, as the runtime measured it.
@@ -169,15 +176,16 @@ WORKER = (
 
 UPSTREAM_WORKER = TIMING + textwrap.dedent(
     f"""
-    import json, statistics, sys
+    import json, sys
     import torch
     sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
     import upstream_model
 
     with open(sys.argv[1]) as f:
         kernels = json.load(f)
+    only = sys.argv[2:]  # kernel names to time; all when none
     result = {{}}
-    for kernel in kernels:
+    for kernel in (k for k in kernels if not only or k["name"] in only):
         module = upstream_model.load(kernel["module"])
         module.set_paths(kernel["artifact"], kernel["kernel"])
         tensors = [torch.rand(16) for _ in range(kernel["tensors"])]
@@ -185,7 +193,7 @@ UPSTREAM_WORKER = TIMING + textwrap.dedent(
         # *signature arguments), as Triton's launch reaches upstream's module.
         arguments = (1, 1, 1, kernel["name"], None, None, None, *tensors, *kernel["trailing"])
         rounds = per_call_us(module.launch, arguments)
-        result[kernel["name"]] = [rounds[0], statistics.median(rounds), rounds[-1]]
+        result[kernel["name"]] = rounds
     print(json.dumps(result))
     """
 )
@@ -198,11 +206,11 @@ def run(argv: list[str], env: dict) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def upstream_launcher(tmp: str, runtime: str, env: dict, entries: dict) -> dict | str:
-    """Host overhead of the model of upstream's generated C++ launcher (upstream_model.py),
-    built against the no-op device libraries `env` selects and timed like ours on the kernels
-    ours ran (`entries`: kernel -> its cache entry), in a process of its own (the AIE agent
-    allows one queue per process); or why it could not be built."""
+def upstream_launcher(tmp: str, runtime: str, env: dict, entries: dict) -> list[str] | str:
+    """The command that times the model of upstream's generated C++ launcher
+    (upstream_model.py), built here against the no-op device libraries `env` selects, on the
+    kernels ours ran (`entries`: kernel -> its cache entry), in a process of its own (the AIE
+    agent allows one queue per process); or why it could not be built."""
     reason = upstream_model.missing(runtime)
     if reason is not None:
         return reason
@@ -228,28 +236,47 @@ def upstream_launcher(tmp: str, runtime: str, env: dict, entries: dict) -> dict 
     spec.write_text(json.dumps(kernels))
     script = out / "worker.py"
     script.write_text(UPSTREAM_WORKER)
-    return run([str(script), str(spec)], env)
+    return [str(script), str(spec)]
 
 
-def report_upstream(runtime: str, ours: dict, upstream: dict | str) -> None:
+def alternate(commands: list[tuple[list[str], dict, str]]) -> list[list[float]]:
+    """Runs each (worker command, environment, result key) in turn, ALTERNATIONS times over;
+    every command's rounds, pooled and sorted."""
+    pooled = [[] for _ in commands]
+    for _ in range(ALTERNATIONS):
+        for rounds, (argv, env, key) in zip(pooled, commands, strict=True):
+            rounds += run(argv, env)[key]
+    return [sorted(rounds) for rounds in pooled]
+
+
+def report_upstream(runtime: str, ours: dict, upstream: dict, paired: list) -> None:
     """Upstream's figures next to ours, and ours / upstream as ratios."""
-    if isinstance(upstream, str):
-        print(f"SKIP launch_host_overhead_upstream_cxx_{runtime}: {upstream}")
-        return
     print(f"# upstream's generated launcher, as modelled on {upstream_model.FOLLOWS[runtime]}")
     three(f"launch_host_overhead_3args_upstream_cxx_{runtime}", upstream["add"])
     print(
         f"BENCH launch_host_overhead_scaling_upstream_cxx_{runtime} "
-        + "/".join(f"{upstream[str(n)][1]:.2f}" for n in ARG_COUNTS)
+        + "/".join(f"{statistics.median(upstream[str(n)]):.2f}" for n in ARG_COUNTS)
         + f" us (medians for {'/'.join(map(str, ARG_COUNTS))} tensor arguments)"
     )
     scaling = ours["scaling_us"]
+    ours_paired, upstream_paired = (statistics.median(r) for r in paired[:2])
     print(
         f"BENCH launch_host_overhead_ratio_ours_to_upstream_cxx_{runtime} "
-        f"{ours['launcher_us'][1] / upstream['add'][1]:.2f} x (3 tensors, medians; "
-        + "/".join(f"{scaling[str(n)] / upstream[str(n)][1]:.2f}" for n in ARG_COUNTS)
-        + f" for {'/'.join(map(str, ARG_COUNTS))} tensor arguments)"
+        f"{ours_paired / upstream_paired:.2f} x (3 tensors: {ours_paired:.2f} / "
+        f"{upstream_paired:.2f} us, medians of {len(paired[0])} rounds each, "
+        f"{ALTERNATIONS} processes per side run in turn; single runs, 1/3/8/16 tensors: "
+        + "/".join(
+            f"{scaling[str(n)] / statistics.median(upstream[str(n)]):.2f}" for n in ARG_COUNTS
+        )
+        + ")"
     )
+    if len(paired) > 2:
+        untimed = statistics.median(paired[2])
+        three("launch_host_overhead_3args_hsa_timeout_off", paired[2])
+        print(
+            "BENCH launch_host_overhead_ratio_ours_timeout_off_to_upstream_cxx_hsa "
+            f"{untimed / upstream_paired:.2f} x (3 tensors, medians of the alternating runs)"
+        )
 
 
 def noop_environment(tmp: str, runtime: str, base: dict) -> dict:
@@ -275,8 +302,8 @@ def noop_environment(tmp: str, runtime: str, base: dict) -> dict:
     return env
 
 
-def three(name: str, figures: list, unit: str = "us") -> None:
-    low, median, high = figures
+def three(name: str, rounds: list, unit: str = "us") -> None:
+    low, median, high = rounds[0], statistics.median(rounds), rounds[-1]
     print(f"BENCH {name} {median:.2f} {unit} (min {low:.2f}, max {high:.2f})")
 
 
@@ -303,19 +330,20 @@ def main() -> int:
                 + f" us (medians for {'/'.join(map(str, ARG_COUNTS))} tensor arguments)"
             )
             upstream = upstream_launcher(tmp, runtime, noop_env, noop["entries"])
-            report_upstream(runtime, noop, upstream)
-            if runtime == "hsa" and not isinstance(upstream, str):
-                # Upstream's watchdog is off unless AMD_TRITON_NPU_HSA_TIMEOUT is set; ours
-                # defaults to 60 s, which rings the doorbell from a helper thread. Ours with
-                # the limit off, like for like:
-                untimed = run(
-                    [script, runtime, "noop-3"], {**noop_env, "AMD_TRITON_NPU_HSA_TIMEOUT": "0"}
-                )
-                three("launch_host_overhead_3args_hsa_timeout_off", untimed["launcher_us"])
-                print(
-                    "BENCH launch_host_overhead_ratio_ours_timeout_off_to_upstream_cxx_hsa "
-                    f"{untimed['launcher_us'][1] / upstream['add'][1]:.2f} x (3 tensors, medians)"
-                )
+            if isinstance(upstream, str):
+                print(f"SKIP launch_host_overhead_upstream_cxx_{runtime}: {upstream}")
+            else:
+                contenders = [
+                    ([script, runtime, "noop-3"], noop_env, "launcher_us"),
+                    ([*upstream, "add"], noop_env, "add"),
+                ]
+                if runtime == "hsa":
+                    # Upstream's watchdog is off unless AMD_TRITON_NPU_HSA_TIMEOUT is set; ours
+                    # defaults to 60 s, which rings the doorbell from a helper thread. Ours
+                    # with the limit off, like for like:
+                    untimed = {**noop_env, "AMD_TRITON_NPU_HSA_TIMEOUT": "0"}
+                    contenders.append(([script, runtime, "noop-3"], untimed, "launcher_us"))
+                report_upstream(runtime, noop, run(upstream, noop_env), alternate(contenders))
             three(f"launch_warm_call_3args_harness_device_{runtime}", warm["launcher_us"])
             print(f"BENCH launch_device_time_harness_{runtime} {warm['device_us']:.2f} us")
             print(f"BENCH launch_warm_triton_jit_path_{runtime} {warm['triton_path_us']:.2f} us")
