@@ -16,6 +16,17 @@ Figures, per runtime:
 * warm launch, host overhead: the launcher called directly with three 16-float tensors,
   min/median/max of the per-call time over rounds of calls (no-op device);
 * scaling: the same for kernels with 1, 3, 8 and 16 tensor arguments (medians);
+* the same two figures for upstream's generated C++ launcher, when a C++ compiler is found
+  (else a `SKIP` line says why): our model of it (benches/upstream_launcher/, built by
+  upstream_model.py, which names the upstream commit and files it follows), compiled with g++
+  against the same no-op libraries, given our cache entry's hsaco or ELF as upstream's
+  set_paths gets them, and called as Triton calls upstream's module (its Python wrapper, which
+  hashes the kernel's IR on every call, is left out: the figure is the C++ launcher's alone);
+  then ours / upstream as ratios of the medians: for 3 tensors over the rounds of
+  ALTERNATIONS processes each, run in turn (ours, upstream, ours, ...), so that load drifting
+  on a shared machine moves both sides alike; for 1/3/8/16 tensors from the single runs. Under
+  HSA also ours with AMD_TRITON_NPU_HSA_TIMEOUT=0, in the same rotation: upstream's watchdog
+  is off by default, ours is 60 s, which rings the doorbell from a helper thread;
 * device time per call on the harness device (its software NPU computing the kernel);
 * the same launch through Triton's `kernel[grid](...)` path (harness device);
 * first launch in a new process with a warm cache (Triton's and ours): the backend's part is
@@ -31,12 +42,20 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import textwrap
+from pathlib import Path
+
+import upstream_model
 
 ROUNDS = 9
+# Ours and upstream's 3-tensor launch are also timed in alternating processes, this many each,
+# and the ratio is taken over all their rounds: load that drifts between two processes would
+# otherwise move a ratio of one process against one.
+ALTERNATIONS = 3
 CALLS = 2000
 ARG_COUNTS = (1, 3, 8, 16)
 
@@ -52,10 +71,32 @@ def scale_kernel(k: int) -> str:
     return f"@triton.jit\ndef scale_{k}({params}, BLOCK: tl.constexpr):\n" + "\n".join(body)
 
 
+# Both workers time a launcher the same way: `launcher(*arguments)` in rounds of CALLS calls
+# after 200 warm-up calls; the per-call time of each round, sorted.
+TIMING = textwrap.dedent(
+    f"""
+    import time
+
+    ROUNDS, CALLS = {ROUNDS}, {CALLS}
+
+    def per_call_us(launcher, arguments):
+        for _ in range(200):
+            launcher(*arguments)
+        rounds = []
+        for _ in range(ROUNDS):
+            t0 = time.perf_counter()
+            for _ in range(CALLS):
+                launcher(*arguments)
+            rounds.append((time.perf_counter() - t0) / CALLS * 1e6)
+        return sorted(rounds)
+    """
+)
+
 WORKER = (
-    textwrap.dedent(
+    TIMING
+    + textwrap.dedent(
         """
-    import json, logging, re, statistics, sys, time
+    import json, logging, re, statistics, sys
     import torch, triton, triton.language as tl
     from triton_npu import NPUDriver
     from triton_npu._loader import native
@@ -71,7 +112,6 @@ WORKER = (
     + textwrap.dedent(
         f"""
 
-    ROUNDS, CALLS = {ROUNDS}, {CALLS}
     runtime, mode = sys.argv[1], sys.argv[2]
 
     class ToolTime(logging.Handler):
@@ -99,20 +139,11 @@ WORKER = (
     result = {{"triton_first_ms": (t1 - t0) * 1e3, "backend_first_ms": (t2 - t1) * 1e3,
                "tools_ms": ToolTime.seconds * 1e3}}
 
-    def per_call_us(launcher, fn, md, args):
-        for _ in range(200):
-            launcher(1, 1, 1, None, fn, md, None, None, None, *args)
-        rounds = []
-        for _ in range(ROUNDS):
-            t0 = time.perf_counter()
-            for _ in range(CALLS):
-                launcher(1, 1, 1, None, fn, md, None, None, None, *args)
-            rounds.append((time.perf_counter() - t0) / CALLS * 1e6)
-        return sorted(rounds)
-
-    if mode in ("warm", "noop"):
-        rounds = per_call_us(k._run, k.function, k.packed_metadata, (x, y, out, N, 16))
-        result["launcher_us"] = [rounds[0], statistics.median(rounds), rounds[-1]]
+    if mode in ("warm", "noop", "noop-3"):
+        head = (1, 1, 1, None, k.function, k.packed_metadata, None, None, None)
+        rounds = per_call_us(k._run, (*head, x, y, out, N, 16))
+        result["launcher_us"] = rounds
+        result["entries"] = {{"add": k._run.npu_cache_dir}}
     if mode == "warm":
         # The harness device's time per call, as the runtime measured it.
         device = 0.0
@@ -130,11 +161,12 @@ WORKER = (
             kernel = globals()[f"scale_{{count}}"]
             tensors = [torch.rand(N) for _ in range(count)]
             compiled = kernel[(1,)](*tensors, BLOCK=16)
-            rounds = per_call_us(compiled._run, compiled.function, compiled.packed_metadata,
-                                 (*tensors, 16))
+            head = (1, 1, 1, None, compiled.function, compiled.packed_metadata, None, None, None)
+            rounds = per_call_us(compiled._run, (*head, *tensors, 16))
             scaling[count] = statistics.median(rounds)
+            result["entries"][count] = compiled._run.npu_cache_dir
         result["scaling_us"] = scaling
-    else:
+    elif mode != "noop-3":
         torch.testing.assert_close(out, x + y)
     print(json.dumps(result))
     """
@@ -142,13 +174,109 @@ WORKER = (
 )
 
 
-def run(script: str, runtime: str, mode: str, env: dict) -> dict:
-    proc = subprocess.run(
-        [sys.executable, script, runtime, mode], capture_output=True, text=True, env=env
-    )
+UPSTREAM_WORKER = TIMING + textwrap.dedent(
+    f"""
+    import json, sys
+    import torch
+    sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
+    import upstream_model
+
+    with open(sys.argv[1]) as f:
+        kernels = json.load(f)
+    only = sys.argv[2:]  # kernel names to time; all when none
+    result = {{}}
+    for kernel in (k for k in kernels if not only or k["name"] in only):
+        module = upstream_model.load(kernel["module"])
+        module.set_paths(kernel["artifact"], kernel["kernel"])
+        tensors = [torch.rand(16) for _ in range(kernel["tensors"])]
+        # launch(gridX, gridY, gridZ, kernel_metadata, launch_metadata, enter_hook, exit_hook,
+        # *signature arguments), as Triton's launch reaches upstream's module.
+        arguments = (1, 1, 1, kernel["name"], None, None, None, *tensors, *kernel["trailing"])
+        rounds = per_call_us(module.launch, arguments)
+        result[kernel["name"]] = rounds
+    print(json.dumps(result))
+    """
+)
+
+
+def run(argv: list[str], env: dict) -> dict:
+    proc = subprocess.run([sys.executable, *argv], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
-        raise SystemExit(f"benchmark worker ({runtime}, {mode}) failed:\n{proc.stderr}")
+        raise SystemExit(f"benchmark worker {argv[1:]} failed:\n{proc.stderr}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def upstream_launcher(tmp: str, runtime: str, env: dict, entries: dict) -> list[str] | str:
+    """The command that times the model of upstream's generated C++ launcher
+    (upstream_model.py), built here against the no-op device libraries `env` selects, on the
+    kernels ours ran (`entries`: kernel -> its cache entry), in a process of its own (the AIE
+    agent allows one queue per process); or why it could not be built."""
+    reason = upstream_model.missing(runtime)
+    if reason is not None:
+        return reason
+    device = Path(env["AMD_NPU_ROCR_PATH"] if runtime == "hsa" else env["XILINX_XRT"])
+    out = Path(tmp) / "upstream" / runtime
+    kernels = []
+    for name, entry in entries.items():
+        # add_kernel(x, y, out, n: constexpr, BLOCK: constexpr); scale_k(p0.., BLOCK: constexpr)
+        tensors, trailing = (3, [16, 16]) if name == "add" else (int(name), [16])
+        module = upstream_model.build(runtime, tensors, len(trailing), device, out)
+        artifact, kernel = upstream_model.artifacts(runtime, entry)
+        kernels.append(
+            {
+                "name": name,
+                "module": str(module),
+                "artifact": artifact,
+                "kernel": kernel,
+                "tensors": tensors,
+                "trailing": trailing,
+            }
+        )
+    spec = out / "kernels.json"
+    spec.write_text(json.dumps(kernels))
+    script = out / "worker.py"
+    script.write_text(UPSTREAM_WORKER)
+    return [str(script), str(spec)]
+
+
+def alternate(commands: list[tuple[list[str], dict, str]]) -> list[list[float]]:
+    """Runs each (worker command, environment, result key) in turn, ALTERNATIONS times over;
+    every command's rounds, pooled and sorted."""
+    pooled = [[] for _ in commands]
+    for _ in range(ALTERNATIONS):
+        for rounds, (argv, env, key) in zip(pooled, commands, strict=True):
+            rounds += run(argv, env)[key]
+    return [sorted(rounds) for rounds in pooled]
+
+
+def report_upstream(runtime: str, ours: dict, upstream: dict, paired: list) -> None:
+    """Upstream's figures next to ours, and ours / upstream as ratios."""
+    print(f"# upstream's generated launcher, as modelled on {upstream_model.FOLLOWS[runtime]}")
+    three(f"launch_host_overhead_3args_upstream_cxx_{runtime}", upstream["add"])
+    print(
+        f"BENCH launch_host_overhead_scaling_upstream_cxx_{runtime} "
+        + "/".join(f"{statistics.median(upstream[str(n)]):.2f}" for n in ARG_COUNTS)
+        + f" us (medians for {'/'.join(map(str, ARG_COUNTS))} tensor arguments)"
+    )
+    scaling = ours["scaling_us"]
+    ours_paired, upstream_paired = (statistics.median(r) for r in paired[:2])
+    print(
+        f"BENCH launch_host_overhead_ratio_ours_to_upstream_cxx_{runtime} "
+        f"{ours_paired / upstream_paired:.2f} x (3 tensors: {ours_paired:.2f} / "
+        f"{upstream_paired:.2f} us, medians of {len(paired[0])} rounds each, "
+        f"{ALTERNATIONS} processes per side run in turn; single runs, 1/3/8/16 tensors: "
+        + "/".join(
+            f"{scaling[str(n)] / statistics.median(upstream[str(n)]):.2f}" for n in ARG_COUNTS
+        )
+        + ")"
+    )
+    if len(paired) > 2:
+        untimed = statistics.median(paired[2])
+        three("launch_host_overhead_3args_hsa_timeout_off", paired[2])
+        print(
+            "BENCH launch_host_overhead_ratio_ours_timeout_off_to_upstream_cxx_hsa "
+            f"{untimed / upstream_paired:.2f} x (3 tensors, medians of the alternating runs)"
+        )
 
 
 def noop_environment(tmp: str, runtime: str, base: dict) -> dict:
@@ -174,8 +302,8 @@ def noop_environment(tmp: str, runtime: str, base: dict) -> dict:
     return env
 
 
-def three(name: str, figures: list, unit: str = "us") -> None:
-    low, median, high = figures
+def three(name: str, rounds: list, unit: str = "us") -> None:
+    low, median, high = rounds[0], statistics.median(rounds), rounds[-1]
     print(f"BENCH {name} {median:.2f} {unit} (min {low:.2f}, max {high:.2f})")
 
 
@@ -190,9 +318,10 @@ def main() -> int:
             env = dict(os.environ)
             env["AMD_TRITON_NPU_CACHE_DIR"] = os.path.join(tmp, runtime, "npu")
             env["TRITON_CACHE_DIR"] = os.path.join(tmp, runtime, "triton")
-            cold = run(script, runtime, "cold", env)
-            warm = run(script, runtime, "warm", env)
-            noop = run(script, runtime, "noop", noop_environment(tmp, runtime, env))
+            cold = run([script, runtime, "cold"], env)
+            warm = run([script, runtime, "warm"], env)
+            noop_env = noop_environment(tmp, runtime, env)
+            noop = run([script, runtime, "noop"], noop_env)
             three(f"launch_host_overhead_3args_{runtime}", noop["launcher_us"])
             scaling = noop["scaling_us"]
             print(
@@ -200,6 +329,21 @@ def main() -> int:
                 + "/".join(f"{scaling[str(n)]:.2f}" for n in ARG_COUNTS)
                 + f" us (medians for {'/'.join(map(str, ARG_COUNTS))} tensor arguments)"
             )
+            upstream = upstream_launcher(tmp, runtime, noop_env, noop["entries"])
+            if isinstance(upstream, str):
+                print(f"SKIP launch_host_overhead_upstream_cxx_{runtime}: {upstream}")
+            else:
+                contenders = [
+                    ([script, runtime, "noop-3"], noop_env, "launcher_us"),
+                    ([*upstream, "add"], noop_env, "add"),
+                ]
+                if runtime == "hsa":
+                    # Upstream's watchdog is off unless AMD_TRITON_NPU_HSA_TIMEOUT is set; ours
+                    # defaults to 60 s, which rings the doorbell from a helper thread. Ours
+                    # with the limit off, like for like:
+                    untimed = {**noop_env, "AMD_TRITON_NPU_HSA_TIMEOUT": "0"}
+                    contenders.append(([script, runtime, "noop-3"], untimed, "launcher_us"))
+                report_upstream(runtime, noop, run(upstream, noop_env), alternate(contenders))
             three(f"launch_warm_call_3args_harness_device_{runtime}", warm["launcher_us"])
             print(f"BENCH launch_device_time_harness_{runtime} {warm['device_us']:.2f} us")
             print(f"BENCH launch_warm_triton_jit_path_{runtime} {warm['triton_path_us']:.2f} us")

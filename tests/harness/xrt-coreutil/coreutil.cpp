@@ -3,8 +3,9 @@
 //
 // It defines the part of XRT's C++ API the shim calls (xrt::device, xrt::xclbin, xrt::elf,
 // xrt::hw_context, xrt::kernel, xrt::ext::kernel, xrt::bo, xrt::ext::bo, xrt::run,
-// xrt::run::command_error, xrt::version), compiled against the same XRT headers as the shim, so
-// every symbol and class layout is XRT's. The device behind it is the harness's software XRT
+// xrt::run::command_error, xrt::version; and xrt::bo::size, which the benchmark's model of
+// upstream's launcher reaches through bo::sync(direction)), compiled against the same XRT
+// headers as the shim, so every symbol and class layout is XRT's. The device behind it is the harness's software XRT
 // device (tests/harness/xrt-standin, libnpu_harness_xrt.so, found next to this library): each
 // C++ call maps onto one call of that library's C ABI, which enforces XRT's and amdxdna's rules
 // and runs the harness program. Failures are thrown as XRT throws them (std::runtime_error, and
@@ -222,6 +223,8 @@ class bo_impl {
 public:
   std::shared_ptr<xrt_core::device> device;
   triton_npu_xrt_bo *raw = nullptr;
+  // What bo::size() answers: the size the buffer was made with (XRT reports the same).
+  size_t bytes = 0;
   ~bo_impl() {
     if (raw != nullptr) {
       release(device_lib().bo_free, raw);
@@ -421,10 +424,13 @@ bo::bo(const xrt::device &device, size_t sz, bo::flags flags, memory_group grp) 
   check(api().bo_alloc(impl->device->raw, sz, static_cast<uint32_t>(flags),
                        static_cast<int32_t>(grp), &impl->raw, err.text, sizeof err.text),
         err);
+  impl->bytes = sz;
   handle = std::move(impl);
 }
 
 bo::~bo() = default;
+
+size_t bo::size() const { return handle->bytes; }
 
 void *bo::map() {
   void *ptr = nullptr;
@@ -446,6 +452,7 @@ std::shared_ptr<bo_impl> ext_bo(const xrt::device &device, size_t sz) {
   impl->device = device.get_handle();
   Err err;
   check(api().ext_bo_alloc(impl->device->raw, sz, &impl->raw, err.text, sizeof err.text), err);
+  impl->bytes = sz;
   return impl;
 }
 } // namespace
