@@ -152,8 +152,8 @@ impl Launcher {
         if !enter_hook.is_none() {
             enter_hook.call1((&launch_metadata,))?;
         }
-        let kernel_args = args.get_slice(FIXED, args.len());
-        let (mut buffers, objects) = this.buffers(&kernel_args)?;
+        // Read in place: a slice would be a new tuple per launch for the collector to track.
+        let (mut buffers, objects) = this.buffers(args, FIXED)?;
         if grid.contains(&0) {
             return this.exit(&args.get_item(8)?, &launch_metadata);
         }
@@ -384,13 +384,15 @@ impl Launcher {
             .and_then(|(_, p)| p.upgrade())
     }
 
-    /// Maps the kernel arguments to host buffers (pointer parameters, in order), checking
-    /// every argument against the signature.
+    /// Maps the kernel arguments (`args` from `first`) to host buffers (pointer parameters, in
+    /// order), checking every argument against the signature.
     fn buffers<'py>(
         &self,
         args: &Bound<'py, PyTuple>,
+        first: usize,
     ) -> PyResult<(Vec<HostArg>, Vec<Bound<'py, PyAny>>)> {
-        if args.len() != self.params.len() {
+        let given = args.len() - first;
+        if given != self.params.len() {
             return Err(PyTypeError::new_err(format!(
                 "{} takes {} arguments ({}), got {}",
                 self.name,
@@ -400,13 +402,14 @@ impl Launcher {
                     .map(|(n, _)| n.as_str())
                     .collect::<Vec<_>>()
                     .join(", "),
-                args.len()
+                given
             )));
         }
         let py = args.py();
         let mut out = Vec::with_capacity(self.params.len());
         let mut objects = Vec::with_capacity(self.params.len());
-        for (i, ((name, param), arg)) in self.params.iter().zip(args.iter()).enumerate() {
+        let kernel_args = args.iter().skip(first);
+        for (i, ((name, param), arg)) in self.params.iter().zip(kernel_args).enumerate() {
             match param {
                 Param::Constexpr => {}
                 Param::Int => {
