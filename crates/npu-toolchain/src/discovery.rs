@@ -616,8 +616,72 @@ impl std::fmt::Display for ProbeError {
     }
 }
 
-/// Runs `<tool> --version` and returns its output (stdout and stderr), or why that failed.
+/// What a file was when its `--version` was asked: device, inode, size, modification and
+/// change times. A tool replaced or rebuilt in place shows another stamp.
+type FileStamp = (u64, u64, u64, i64, i64, i64, i64);
+
+/// A remembered answer: the tool file, its stamp, its output or why it gave none.
+type Answer = (PathBuf, FileStamp, std::result::Result<String, String>);
+
+fn file_stamp(path: &Path) -> Option<FileStamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some((
+        m.dev(),
+        m.ino(),
+        m.size(),
+        m.mtime(),
+        m.mtime_nsec(),
+        m.ctime(),
+        m.ctime_nsec(),
+    ))
+}
+
+/// `--version` answers already asked in this process, per tool file as it was then.
+/// Discovery runs at every build, and a process that compiles a hundred kernels would
+/// otherwise start each tool a hundred more times just to ask (aircc is a Python program:
+/// each answer costs an interpreter start).
+static VERSIONS: std::sync::Mutex<Vec<Answer>> = std::sync::Mutex::new(Vec::new());
+
+/// Runs `<tool> --version` and returns its output (stdout and stderr), or why that failed;
+/// once per tool file and process (see [`VERSIONS`]). A probe that could not start for want
+/// of a resource is not remembered.
 fn version_output(tool: &Path) -> std::result::Result<String, ProbeError> {
+    let stamp = file_stamp(tool);
+    let known = |versions: &[Answer]| {
+        versions
+            .iter()
+            .find(|(p, s, _)| p == tool && Some(*s) == stamp)
+            .map(|(_, _, answer)| answer.clone())
+    };
+    let lock = || {
+        VERSIONS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    };
+    if let Some(answer) = known(&lock()) {
+        return answer.map_err(ProbeError::Failed);
+    }
+    let answer = ask_version(tool);
+    let remembered = match &answer {
+        Ok(out) => Some(Ok(out.clone())),
+        Err(ProbeError::Failed(why)) => Some(Err(why.clone())),
+        Err(ProbeError::Exhausted(_)) => None,
+    };
+    // The file must be the one asked: a tool replaced during the probe is asked again.
+    if let (Some(remembered), Some(stamp)) = (remembered, stamp)
+        && file_stamp(tool) == Some(stamp)
+    {
+        let mut versions = lock();
+        if known(&versions).is_none() {
+            versions.push((tool.to_owned(), stamp, remembered));
+        }
+    }
+    answer
+}
+
+/// Runs `<tool> --version` and returns its output (stdout and stderr), or why that failed.
+fn ask_version(tool: &Path) -> std::result::Result<String, ProbeError> {
     let name = tool
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -952,6 +1016,38 @@ pub(crate) mod tests {
         let found = find_triton_shared_opt(&config(&[]), &search).unwrap();
         assert_eq!(found.path, triton.join("triton_shared/triton-shared-opt"));
         assert_eq!(found.identity.version.as_deref(), Some("v3"));
+    }
+
+    #[test]
+    fn a_tool_is_asked_its_version_once_per_process_until_the_file_changes() {
+        let t = tempfile::tempdir().unwrap();
+        let asked = t.path().join("asked");
+        let p = t.path().join("bin/air-opt");
+        let script = |version: &str| {
+            format!(
+                "echo x >> '{}'; echo 'air-opt version {version}'",
+                asked.display()
+            )
+        };
+        tool(&p, &script("1"));
+        let cfg = config(&[("PATH", t.path().join("bin").display().to_string())]);
+        let times_asked = || {
+            std::fs::read_to_string(&asked)
+                .unwrap_or_default()
+                .lines()
+                .count()
+        };
+        for _ in 0..3 {
+            let found = find_air_tool("air-opt", &cfg, &SearchPaths::default()).unwrap();
+            assert_eq!(found.identity.version.as_deref(), Some("air-opt version 1"));
+        }
+        assert_eq!(times_asked(), 1);
+        // Replaced by another build: asked again, and its answer is the new one.
+        std::fs::remove_file(&p).unwrap();
+        tool(&p, &script("2"));
+        let found = find_air_tool("air-opt", &cfg, &SearchPaths::default()).unwrap();
+        assert_eq!(found.identity.version.as_deref(), Some("air-opt version 2"));
+        assert_eq!(times_asked(), 2);
     }
 
     #[test]
