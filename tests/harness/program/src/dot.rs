@@ -140,6 +140,9 @@ struct Shape {
 
 /// Rows of the result one pass of the kernel keeps in registers.
 const ROWS: usize = 4;
+/// Steps of k one pass takes before the next block of rows (B's rows for them, all panels:
+/// 256 KiB of f32 for 256 columns, fits a core's L2).
+const DEPTH: usize = 256;
 /// Multiply-adds below which one thread does the whole dot (a thread costs tens of µs).
 const PARALLEL_WORK: usize = 1 << 22;
 
@@ -192,33 +195,41 @@ fn pack<T: Copy + Default, const L: usize>(b: &[T], k: usize, n: usize) -> Vec<V
         .collect()
 }
 
-/// The rows of `c` (and of `a`, `k` wide) given, against every panel of B.
+/// The rows of `c` (and of `a`, `k` wide) given, against every panel of B, [`DEPTH`] steps
+/// of k at a time: each sum is stored after one stretch of k and picked up again for the
+/// next (the same value, so the same sums), which keeps the stretch of B all panels read in
+/// the host's cache instead of streaming all of B once per block of rows.
 fn rows<T, F, const L: usize>(a: &[T], panels: &[Vec<[T; L]>], c: &mut [T], shape: &Shape, step: F)
 where
     T: Copy + Default,
     F: Fn(T, T, T) -> T + Copy,
 {
     let (k, n) = (shape.k, shape.n);
-    let mut a_blocks = a.chunks_exact(ROWS * k);
-    let mut c_blocks = c.chunks_exact_mut(ROWS * n);
-    for (a_block, c_block) in (&mut a_blocks).zip(&mut c_blocks) {
-        tile::<T, F, ROWS, L>(a_block, panels, c_block, shape, step);
-    }
-    for (a_row, c_row) in a_blocks
-        .remainder()
-        .chunks_exact(k)
-        .zip(c_blocks.into_remainder().chunks_exact_mut(n))
-    {
-        tile::<T, F, 1, L>(a_row, panels, c_row, shape, step);
+    for start in (0..k).step_by(DEPTH) {
+        let depth = start..(start + DEPTH).min(k);
+        let mut a_blocks = a.chunks_exact(ROWS * k);
+        let mut c_blocks = c.chunks_exact_mut(ROWS * n);
+        for (a_block, c_block) in (&mut a_blocks).zip(&mut c_blocks) {
+            tile::<T, F, ROWS, L>(a_block, panels, c_block, shape, depth.clone(), step);
+        }
+        for (a_row, c_row) in a_blocks
+            .remainder()
+            .chunks_exact(k)
+            .zip(c_blocks.into_remainder().chunks_exact_mut(n))
+        {
+            tile::<T, F, 1, L>(a_row, panels, c_row, shape, depth.clone(), step);
+        }
     }
 }
 
-/// `R` rows of the result, `L` columns at a time, their sums held in registers over all of k.
+/// `R` rows of the result, `L` columns at a time, their sums held in registers over the
+/// steps `depth` of k.
 fn tile<T, F, const R: usize, const L: usize>(
     a: &[T],
     panels: &[Vec<[T; L]>],
     c: &mut [T],
     shape: &Shape,
+    depth: std::ops::Range<usize>,
     step: F,
 ) where
     T: Copy + Default,
@@ -226,7 +237,8 @@ fn tile<T, F, const R: usize, const L: usize>(
 {
     let (k, n) = (shape.k, shape.n);
     // A's rows transposed to k-major, so one step reads its R inputs together.
-    let a_columns: Vec<[T; R]> = (0..k)
+    let a_columns: Vec<[T; R]> = depth
+        .clone()
         .map(|kk| std::array::from_fn(|r| a[r * k + kk]))
         .collect();
     for (p, panel) in panels.iter().enumerate() {
@@ -235,7 +247,7 @@ fn tile<T, F, const R: usize, const L: usize>(
         for (r, s) in sums.iter_mut().enumerate() {
             s[..cols.len()].copy_from_slice(&c[r * n + cols.start..r * n + cols.end]);
         }
-        steps(&a_columns, panel, &mut sums, step);
+        steps(&a_columns, &panel[depth.clone()], &mut sums, step);
         for (r, s) in sums.iter().enumerate() {
             c[r * n + cols.start..r * n + cols.end].copy_from_slice(&s[..cols.len()]);
         }
