@@ -40,9 +40,18 @@ pub(crate) fn dot(ops: &Operands<'_>, input: DType, out: DType, bf16_emulation: 
         return ops.acc.to_vec();
     }
     let emulate = bf16_emulation && input == DType::F32;
-    let prep = |x: &f64| if emulate { DType::Bf16.round(*x) } else { *x };
-    let a: Vec<f64> = ops.a.iter().map(prep).collect();
-    let b: Vec<f64> = ops.b.iter().map(prep).collect();
+    // Copies only when emulation rounds the inputs (blocks of a large matmul are megabytes).
+    let prep = |v: &'_ [f64]| -> Vec<f64> { v.iter().map(|x| DType::Bf16.round(*x)).collect() };
+    let (a_rounded, b_rounded) = if emulate {
+        (prep(ops.a), prep(ops.b))
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let (a, b) = if emulate {
+        (&a_rounded[..], &b_rounded[..])
+    } else {
+        (ops.a, ops.b)
+    };
     let shape = Shape {
         m: ops.m,
         k: ops.k,
@@ -51,15 +60,13 @@ pub(crate) fn dot(ops: &Operands<'_>, input: DType, out: DType, bf16_emulation: 
     let to_f32 = |v: &[f64]| v.iter().map(|x| *x as f32).collect::<Vec<f32>>();
     let in_f32 = |acc: &[f64]| {
         let mut c = to_f32(acc);
-        blocked::<_, _, 8>(&shape, &to_f32(&a), &to_f32(&b), &mut c, |s, x, y| {
-            s + x * y
-        });
+        blocked::<_, _, 8>(&shape, &to_f32(a), &to_f32(b), &mut c, |s, x, y| s + x * y);
         c.into_iter().map(f64::from).collect()
     };
     // Inputs of at most 11 significant bits (bf16: 8, f16: 11) multiply exactly in f32 when
     // no product leaves f32's normal range.
     let narrow = matches!(input, DType::Bf16 | DType::F16) || emulate;
-    if narrow && out == DType::F32 && products_are_normal_f32(&a, &b) {
+    if narrow && out == DType::F32 && products_are_normal_f32(a, b) {
         return in_f32(ops.acc);
     }
     if !input.is_float() && input.size() <= 2 && out == DType::I32 {
@@ -67,12 +74,12 @@ pub(crate) fn dot(ops: &Operands<'_>, input: DType, out: DType, bf16_emulation: 
         // step is exact in f32 and nothing wraps, so f32 gives the i32 sums (and is the
         // host's fastest arithmetic); else wrapping i32 arithmetic is the rounding to i32
         // of each step (a product fits i32).
-        if integer_sums_fit_f32(ops.acc, &a, &b, ops.k) {
+        if integer_sums_fit_f32(ops.acc, a, b, ops.k) {
             return in_f32(ops.acc);
         }
         let to_i32 = |v: &[f64]| v.iter().map(|x| *x as i32).collect::<Vec<i32>>();
         let mut c = to_i32(ops.acc);
-        blocked::<_, _, 8>(&shape, &to_i32(&a), &to_i32(&b), &mut c, |s, x, y| {
+        blocked::<_, _, 8>(&shape, &to_i32(a), &to_i32(b), &mut c, |s, x, y| {
             s.wrapping_add(x * y)
         });
         return c.into_iter().map(f64::from).collect();
@@ -82,7 +89,7 @@ pub(crate) fn dot(ops: &Operands<'_>, input: DType, out: DType, bf16_emulation: 
     // `mul_add` costs on x86-64.
     if input.is_float() && input.size() <= 4 && out == DType::F32 {
         let mut c = ops.acc.to_vec();
-        blocked::<_, _, 4>(&shape, &a, &b, &mut c, |s, x, y| {
+        blocked::<_, _, 4>(&shape, a, b, &mut c, |s, x, y| {
             f64::from((x * y + s) as f32)
         });
         return c;
