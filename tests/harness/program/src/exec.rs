@@ -2,7 +2,12 @@
 //! grid, over the dispatch's buffers, in the precision the device computes (see
 //! [`DType::round`] and the dot and reduce rules below).
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
 use crate::check::{Elem, Type, Types};
+use crate::dot;
 use crate::ops::{BinOp, CastOp, FPred, IPred, Op, UnOp, V};
 use crate::padding::Padding;
 use crate::{DType, Program, ProgramError};
@@ -67,6 +72,8 @@ pub fn execute(p: &Program, types: &[Types], args: &mut [&mut [u8]]) -> Result<(
                 _ => None,
             })
             .collect();
+        let stored = StoredElements::new(&tiles);
+        let dying = last_reads(ops);
         for z in 0..grid[2] {
             for y in 0..grid[1] {
                 for x in 0..grid[0] {
@@ -77,7 +84,8 @@ pub fn execute(p: &Program, types: &[Types], args: &mut [&mut [u8]]) -> Result<(
                         types,
                         padding: padding.as_ref(),
                         at: 0,
-                        tiles: &tiles,
+                        stored: &stored,
+                        dying: &dying,
                     };
                     instance.run(ops, args).map_err(|why| {
                         ProgramError::Execute(format!(
@@ -105,8 +113,25 @@ struct Instance<'a> {
     padding: Option<&'a Padding>,
     /// The index of the op being run, within the launch.
     at: usize,
-    /// The launch's herds (one `tiling` each).
-    tiles: &'a [Tiles<'a>],
+    /// What the launch's herds (one `tiling` each) store.
+    stored: &'a StoredElements<'a>,
+    /// Per op of the launch, the values it is the last reader of.
+    dying: &'a [Vec<V>],
+}
+
+/// Per op of a launch, the values no later op reads.
+fn last_reads(ops: &[Op]) -> Vec<Vec<V>> {
+    let mut last = HashMap::new();
+    for (at, op) in ops.iter().enumerate() {
+        for v in op.operands() {
+            last.insert(v, at);
+        }
+    }
+    let mut dying = vec![Vec::new(); ops.len()];
+    for (v, at) in last {
+        dying[at].push(v);
+    }
+    dying
 }
 
 /// The tiles a launch's herd computes (its `tiling` op): the herd's cores each compute one
@@ -174,6 +199,32 @@ fn computed(herds: &[Tiles<'_>], i: usize, numel: usize) -> bool {
     true
 }
 
+/// Which elements of a stored block land ([`computed`] for each), per block size, worked
+/// out once per launch rather than once per element of every program instance's store.
+struct StoredElements<'a> {
+    herds: &'a [Tiles<'a>],
+    by_numel: RefCell<HashMap<usize, Rc<[bool]>>>,
+}
+
+impl<'a> StoredElements<'a> {
+    fn new(herds: &'a [Tiles<'a>]) -> Self {
+        StoredElements {
+            herds,
+            by_numel: RefCell::default(),
+        }
+    }
+
+    /// Element `i` of a block of `numel` lands when `of(numel)[i]`.
+    fn of(&self, numel: usize) -> Rc<[bool]> {
+        Rc::clone(
+            self.by_numel
+                .borrow_mut()
+                .entry(numel)
+                .or_insert_with(|| (0..numel).map(|i| computed(self.herds, i, numel)).collect()),
+        )
+    }
+}
+
 fn strides(shape: &[u32]) -> Vec<usize> {
     let mut s = vec![1usize; shape.len()];
     for d in (0..shape.len().saturating_sub(1)).rev() {
@@ -183,20 +234,40 @@ fn strides(shape: &[u32]) -> Vec<usize> {
 }
 
 /// Maps each element of a block of `shape` to an index into a block laid out with
-/// `source_strides` (one per dimension of `shape`).
+/// `source_strides` (one per dimension of `shape`). Built a dimension at a time (each index
+/// of the block so far followed by its steps along the next dimension), which gives
+/// row-major order without a division per element.
 fn gather_indices(shape: &[u32], source_strides: &[usize]) -> Vec<usize> {
-    let n: usize = shape.iter().map(|d| *d as usize).product();
-    let out_strides = strides(shape);
-    (0..n)
-        .map(|i| {
-            out_strides
-                .iter()
-                .zip(shape)
-                .zip(source_strides)
-                .map(|((os, d), ss)| (i / os) % (*d as usize) * ss)
-                .sum()
-        })
-        .collect()
+    let mut indices = vec![0usize];
+    for (dim, stride) in shape.iter().zip(source_strides) {
+        let dim = *dim as usize;
+        let mut next = Vec::with_capacity(indices.len() * dim);
+        for base in &indices {
+            next.extend((0..dim).map(|j| base + j * stride));
+        }
+        indices = next;
+    }
+    indices
+}
+
+/// The block of `shape` whose element at each index is `x`'s at that index's offset under
+/// `source_strides` ([`gather_indices`]): the last dimension a row at a time (a repeated
+/// element for a broadcast one, a copied run for a contiguous one).
+fn gather<T: Copy>(x: &[T], shape: &[u32], source_strides: &[usize]) -> Vec<T> {
+    let Some((last, outer)) = shape.split_last() else {
+        return vec![x[0]];
+    };
+    let (len, stride) = (*last as usize, source_strides[outer.len()]);
+    let rows = gather_indices(outer, source_strides);
+    let mut out = Vec::with_capacity(rows.len() * len);
+    for base in rows {
+        match stride {
+            0 => out.extend(std::iter::repeat_n(x[base], len)),
+            1 => out.extend_from_slice(&x[base..base + len]),
+            _ => out.extend((0..len).map(|j| x[base + j * stride])),
+        }
+    }
+    out
 }
 
 impl Instance<'_> {
@@ -218,6 +289,11 @@ impl Instance<'_> {
             }
             self.at = at;
             let out = self.step(op, &vals, args)?;
+            for v in &self.dying[at] {
+                // Freed as soon as no later op reads it, so that the blocks of a large
+                // program instance reuse each other's memory instead of all living to its end.
+                vals[*v as usize] = Val::Data(Vec::new());
+            }
             if let Some(v) = out {
                 vals.push(v);
             }
@@ -260,7 +336,7 @@ impl Instance<'_> {
                     .zip(&src)
                     .map(|(dim, st)| if *dim == 1 { 0 } else { *st })
                     .collect();
-                self.reindex(&vals[*a as usize], &gather_indices(shape, &s))
+                self.reindex(&vals[*a as usize], shape, &s)
             }
             Op::ExpandDims { a, .. } | Op::Reshape { a, .. } => match &vals[*a as usize] {
                 Val::Data(x) => Val::Data(x.clone()),
@@ -271,7 +347,7 @@ impl Instance<'_> {
                 let src = strides(from);
                 let shape: Vec<u32> = perm.iter().map(|p| from[*p as usize]).collect();
                 let s: Vec<usize> = perm.iter().map(|p| src[*p as usize]).collect();
-                self.reindex(&vals[*a as usize], &gather_indices(&shape, &s))
+                self.reindex(&vals[*a as usize], &shape, &s)
             }
             Op::AddPtr { ptr, offset } => Val::Ptr(
                 vals[*ptr as usize]
@@ -326,6 +402,7 @@ impl Instance<'_> {
                 let buf = &mut args[arg as usize];
                 let len = buf.len() / elem.size();
                 let offsets = vals[*ptr as usize].ptr();
+                let stored = self.stored.of(offsets.len());
                 for (i, (off, v)) in offsets.iter().zip(d(value)).enumerate() {
                     if self.cut(*ptr, i) {
                         continue;
@@ -343,7 +420,7 @@ impl Instance<'_> {
                                 elem.name()
                             )
                         })?;
-                    if computed(self.tiles, i, offsets.len()) {
+                    if stored[i] {
                         elem.write(*v, &mut buf[at * elem.size()..]);
                     }
                 }
@@ -408,15 +485,23 @@ impl Instance<'_> {
                 let from = self.dtype(*a);
                 Val::Data(d(a).iter().map(|x| cast(*op, from, *to, *x)).collect())
             }
-            Op::Dot { a, b, acc } => Val::Data(self.dot(
-                d(a),
-                d(b),
-                d(acc),
-                &self.ty(*a).shape,
-                &self.ty(*b).shape,
-                self.dtype(*a),
-                out_dtype(),
-            )),
+            Op::Dot { a, b, acc } => {
+                let (ashape, bshape) = (&self.ty(*a).shape, &self.ty(*b).shape);
+                let operands = dot::Operands {
+                    a: d(a),
+                    b: d(b),
+                    acc: d(acc),
+                    m: ashape[0] as usize,
+                    k: ashape[1] as usize,
+                    n: bshape[1] as usize,
+                };
+                Val::Data(dot::dot(
+                    &operands,
+                    self.dtype(*a),
+                    out_dtype(),
+                    self.bf16_emulation,
+                ))
+            }
             Op::Reduce { op, a, axis } => {
                 let t = self.dtype(*a);
                 let shape = &self.ty(*a).shape;
@@ -448,81 +533,11 @@ impl Instance<'_> {
             .is_some_and(|p| p.cut(self.at, self.pid, &self.ty(ptr).shape, i))
     }
 
-    fn reindex(&self, v: &Val, indices: &[usize]) -> Val {
+    fn reindex(&self, v: &Val, shape: &[u32], source_strides: &[usize]) -> Val {
         match v {
-            Val::Data(x) => Val::Data(indices.iter().map(|i| x[*i]).collect()),
-            Val::Ptr(x) => Val::Ptr(indices.iter().map(|i| x[*i]).collect()),
+            Val::Data(x) => Val::Data(gather(x, shape, source_strides)),
+            Val::Ptr(x) => Val::Ptr(gather(x, shape, source_strides)),
         }
-    }
-
-    /// `acc + a·b`. Inputs are what the device multiplies: f32 inputs are rounded to bf16
-    /// when aircc ran with `--bf16-emulation`. Each product is added to the accumulator
-    /// (acc's type: f32 for float inputs, i32 for i8) with one rounding, in k order.
-    #[allow(clippy::too_many_arguments)]
-    fn dot(
-        &self,
-        a: &[f64],
-        b: &[f64],
-        acc: &[f64],
-        ashape: &[u32],
-        bshape: &[u32],
-        input: DType,
-        out: DType,
-    ) -> Vec<f64> {
-        let (m, k, n) = (ashape[0] as usize, ashape[1] as usize, bshape[1] as usize);
-        let emulate = self.bf16_emulation && input == DType::F32;
-        let prep = |x: f64| if emulate { DType::Bf16.round(x) } else { x };
-        let a: Vec<f64> = a.iter().map(|x| prep(*x)).collect();
-        let b: Vec<f64> = b.iter().map(|x| prep(*x)).collect();
-        // An f64 product of two inputs of at most 24 significant bits (f32, bf16, f16, and
-        // integers of at most 16 bits) is exact, so `x * y + s` rounds once, exactly as
-        // `mul_add` does, without the software fma `mul_add` costs on x86-64 (about half the
-        // time of a 256×256×256 dot).
-        let exact_products = (input.size() <= 4 && input.is_float()) || input.size() <= 2;
-        let mut c = acc.to_vec();
-        if exact_products && out == DType::F32 {
-            // Row by row with k outside j: each c[i][j] still takes its products in k order
-            // with one rounding each, but the j lanes are independent, so this vectorises.
-            for (crow, arow) in c.chunks_exact_mut(n).zip(a.chunks_exact(k)).take(m) {
-                for (x, brow) in arow.iter().zip(b.chunks_exact(n)) {
-                    for (s, y) in crow.iter_mut().zip(brow) {
-                        *s = f64::from((x * y + *s) as f32);
-                    }
-                }
-            }
-            return c;
-        }
-        if exact_products && out == DType::I32 && !input.is_float() {
-            // The same order for integers of at most 16 bits into i32: a product fits i32 and
-            // wrapping i32 addition is the rounding to i32 of each step.
-            let a: Vec<i32> = a.iter().map(|x| *x as i32).collect();
-            let b: Vec<i32> = b.iter().map(|x| *x as i32).collect();
-            let mut ci: Vec<i32> = c.iter().map(|x| *x as i32).collect();
-            for (crow, arow) in ci.chunks_exact_mut(n).zip(a.chunks_exact(k)).take(m) {
-                for (x, brow) in arow.iter().zip(b.chunks_exact(n)) {
-                    for (s, y) in crow.iter_mut().zip(brow) {
-                        *s = s.wrapping_add(x * y);
-                    }
-                }
-            }
-            return ci.into_iter().map(f64::from).collect();
-        }
-        for i in 0..m {
-            for j in 0..n {
-                let mut s = c[i * n + j];
-                if exact_products {
-                    for kk in 0..k {
-                        s = out.round(a[i * k + kk] * b[kk * n + j] + s);
-                    }
-                } else {
-                    for kk in 0..k {
-                        s = out.round(a[i * k + kk].mul_add(b[kk * n + j], s));
-                    }
-                }
-                c[i * n + j] = s;
-            }
-        }
-        c
     }
 }
 

@@ -16,6 +16,7 @@
 
 mod binary;
 mod check;
+mod dot;
 mod dtype;
 mod exec;
 mod ops;
@@ -208,3 +209,6 @@ impl Program {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod dot_tests;
