@@ -73,10 +73,11 @@ uuid-dev:
 python-test: develop harness redis-server
 	$(VENV)/bin/pytest -q
 
-## bench: benchmarks; each prints `BENCH <name> <value> <unit>` lines. Only the crates' bench
-## targets (crates/<crate>/benches/<name>.rs) are built: `cargo bench --workspace` would also
-## build every crate's unit tests in release mode, for minutes.
-BENCH_TARGETS := $(foreach f,$(wildcard crates/*/benches/*.rs),-p $(shell sed -n 's/^name = "\(.*\)"/\1/p' $(dir $(f))../Cargo.toml | head -n1) --bench $(basename $(notdir $(f))))
+## bench: benchmarks; each prints `BENCH <name> <value> <unit>` lines. Only the bench targets
+## (crates/<crate>/benches/<name>.rs, and the harness device's, tests/harness/<crate>/benches/)
+## are built: `cargo bench --workspace` would also build every crate's unit tests in release
+## mode, for minutes.
+BENCH_TARGETS := $(foreach f,$(wildcard crates/*/benches/*.rs tests/harness/*/benches/*.rs),-p $(shell sed -n 's/^name = "\(.*\)"/\1/p' $(dir $(f))../Cargo.toml | head -n1) --bench $(basename $(notdir $(f))))
 bench: develop harness
 	set -o pipefail && $(CARGO) bench -q $(BENCH_TARGETS) 2>&1 | tee target/bench.log | grep '^BENCH'
 	$(PY) benches/triton_cache_bench.py
