@@ -449,29 +449,31 @@ EXIT_PROBE = textwrap.dedent(
 )
 
 
+def device_state_around(body: str, runtime: str, tmp_path: Path) -> tuple[dict, dict]:
+    """The harness device's counts after `body` (which prints them as "running") and at exit."""
+    lines = run_script(EXIT_PROBE + KERNELS + textwrap.dedent(body), runtime, harness_env(tmp_path))
+    running = next(r["running"] for r in lines if "running" in r)
+    at_exit = next(r["at_exit"] for r in lines if "at_exit" in r)
+    return running, at_exit
+
+
 @pytest.mark.parametrize("runtime", ["hsa", "xrt"])
 def test_device_state_is_released_at_exit(runtime: str, tmp_path: Path):
     # The runtimes live for the whole process; without an exit handler the HSA queue (and its
     # hardware context), the loaded executables and XRT's hardware contexts stayed until the
     # driver noticed the process was gone.
-    lines = run_script(
-        EXIT_PROBE
-        + KERNELS
-        + textwrap.dedent(
-            """
-            x, y = torch.randn(N), torch.randn(N)
-            for n in (1, 2, 3):
-                out = torch.zeros(N)
-                add_kernel[(1,)](x, y, out, n, BLOCK=4096)
-                assert torch.equal(out[:n], (x + y)[:n])
-            print(json.dumps({"running": device_state()}), flush=True)
-            """
-        ),
+    running, at_exit = device_state_around(
+        """
+        x, y = torch.randn(N), torch.randn(N)
+        for n in (1, 2, 3):
+            out = torch.zeros(N)
+            add_kernel[(1,)](x, y, out, n, BLOCK=4096)
+            assert torch.equal(out[:n], (x + y)[:n])
+        print(json.dumps({"running": device_state()}), flush=True)
+        """,
         runtime,
-        harness_env(tmp_path),
+        tmp_path,
     )
-    running = next(r["running"] for r in lines if "running" in r)
-    at_exit = next(r["at_exit"] for r in lines if "at_exit" in r)
     if runtime == "hsa":
         assert running["queues"] == 1 and running["executables"] >= 3, running
         assert at_exit["queues"] == 0 and at_exit["executables"] == 0, at_exit
@@ -486,21 +488,16 @@ def test_a_launching_process_opens_its_runtime_once(runtime: str, tmp_path: Path
     # the launch initialised it again; under XRT device 0 was opened for its name and again for
     # the launch. A real hsa_init walks the kernel driver's topology and a real device open
     # reads sysfs: the first launch of every process paid both twice.
-    lines = run_script(
-        EXIT_PROBE
-        + KERNELS
-        + textwrap.dedent(
-            """
-            x, y, out = torch.randn(N), torch.randn(N), torch.zeros(N)
-            add_kernel[(1,)](x, y, out, 8, BLOCK=4096)
-            assert torch.equal(out[:8], (x + y)[:8])
-            print(json.dumps({"running": device_state()}), flush=True)
-            """
-        ),
+    running, _ = device_state_around(
+        """
+        x, y, out = torch.randn(N), torch.randn(N), torch.zeros(N)
+        add_kernel[(1,)](x, y, out, 8, BLOCK=4096)
+        assert torch.equal(out[:8], (x + y)[:8])
+        print(json.dumps({"running": device_state()}), flush=True)
+        """,
         runtime,
-        {k: v for k, v in harness_env(tmp_path).items() if k != "AMD_TRITON_NPU_TARGET"},
+        tmp_path,
     )
-    running = next(r["running"] for r in lines if "running" in r)
     if runtime == "hsa":
         assert running["initialisations"] == 1, running
     else:
