@@ -130,12 +130,17 @@ def centred_schedule(tmp_path: Path) -> str:
     return str(path)
 
 
-def test_cpu_and_npu_backends_alternate_in_one_script(tmp_path: Path):
-    env = harness_env(
+def centred_env(tmp_path: Path, runtime: str) -> dict:
+    """The harness environment of a script running the centred kernels under `runtime`."""
+    return harness_env(
         tmp_path,
-        AMD_TRITON_NPU_RUNTIME="hsa",
+        AMD_TRITON_NPU_RUNTIME=runtime,
         AIR_TRANSFORM_TILING_SCRIPT=centred_schedule(tmp_path),
     )
+
+
+def test_cpu_and_npu_backends_alternate_in_one_script(tmp_path: Path):
+    env = centred_env(tmp_path, "hsa")
     result = _json_script(
         tmp_path,
         KERNELS
@@ -444,11 +449,7 @@ def test_driver_scope_selects_and_restores_exactly():
 
 @pytest.mark.parametrize("runtime", ["hsa", "xrt"])
 def test_do_bench_is_a_method_of_the_driver_and_times_device_work(runtime: str, tmp_path: Path):
-    env = harness_env(
-        tmp_path,
-        AMD_TRITON_NPU_RUNTIME=runtime,
-        AIR_TRANSFORM_TILING_SCRIPT=centred_schedule(tmp_path),
-    )
+    env = centred_env(tmp_path, runtime)
     result = _json_script(
         tmp_path,
         KERNELS
@@ -493,11 +494,7 @@ def test_last_dispatched_module_relaunches_the_last_kernel_without_the_jit(
 ):
     # Upstream's gpt2/qwen2_5 kernels keep `_last_dispatched_module` per shape and call its
     # `launch(gridX, gridY, gridZ, None, None, None, None, *args, *constexprs)` afterwards.
-    env = harness_env(
-        tmp_path,
-        AMD_TRITON_NPU_RUNTIME=runtime,
-        AIR_TRANSFORM_TILING_SCRIPT=centred_schedule(tmp_path),
-    )
+    env = centred_env(tmp_path, runtime)
     result = _json_script(
         tmp_path,
         KERNELS

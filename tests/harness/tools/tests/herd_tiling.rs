@@ -11,6 +11,7 @@ use std::path::Path;
 
 use common::linalg_of;
 use common::lowering::{compile, tiling, tilings, without_tilings};
+use common::values::{from_bf16, from_f32};
 use npu_harness_program::{Op, Program, bf16_to_f32, f32_to_bf16};
 use npu_target::NpuVersion;
 use npu_toolchain::npu_transform;
@@ -57,9 +58,7 @@ fn run(p: &Program) -> Vec<f32> {
         .collect();
     let mut y = vec![0u8; 400];
     p.execute(&mut [&mut x, &mut y]).unwrap();
-    y.chunks(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
+    from_f32(&y)
 }
 
 #[test]
@@ -202,9 +201,7 @@ fn run_matmul(p: &Program) -> Vec<f32> {
     let (mut a, mut b) = (bf16s(32 * 32, 1), bf16s(32 * 32, 3));
     let mut c: Vec<u8> = (0..32 * 32).flat_map(|_| f32::NAN.to_le_bytes()).collect();
     p.execute(&mut [&mut a, &mut b, &mut c]).unwrap();
-    c.chunks(4)
-        .map(|x| f32::from_le_bytes([x[0], x[1], x[2], x[3]]))
-        .collect()
+    from_f32(&c)
 }
 
 #[test]
@@ -318,11 +315,7 @@ fn run_rows(p: &Program) -> (Vec<f32>, Vec<f32>) {
         .flatten()
         .collect();
     p.execute(&mut [&mut xb, &mut y]).unwrap();
-    let y = y
-        .chunks(2)
-        .map(|c| bf16_to_f32(u16::from_le_bytes([c[0], c[1]])))
-        .collect();
-    (y, x)
+    (from_bf16(&y), x)
 }
 
 fn softmax(row: &[f32]) -> Vec<f32> {

@@ -10,6 +10,7 @@ use std::path::Path;
 
 use common::linalg_of;
 use common::lowering::{compile, main_of, tilings, without_tilings};
+use common::values::{bytes_bf16, bytes_f32, from_bf16, from_f32};
 use npu_harness_program::{Op, Program, bf16_to_f32, f32_to_bf16};
 use npu_target::NpuVersion;
 use npu_toolchain::npu_transform;
@@ -42,28 +43,6 @@ const SENTINEL: f32 = -7.0;
 fn data(n: usize, seed: usize) -> Vec<f32> {
     (0..n)
         .map(|i| bf16_to_f32(f32_to_bf16(((i * 37 + seed * 11) % 23) as f32 / 8.0 - 1.0)))
-        .collect()
-}
-
-fn bytes_bf16(v: &[f32]) -> Vec<u8> {
-    v.iter()
-        .flat_map(|x| f32_to_bf16(*x).to_le_bytes())
-        .collect()
-}
-
-fn from_bf16(b: &[u8]) -> Vec<f32> {
-    b.chunks(2)
-        .map(|c| bf16_to_f32(u16::from_le_bytes([c[0], c[1]])))
-        .collect()
-}
-
-fn bytes_f32(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-fn from_f32(b: &[u8]) -> Vec<f32> {
-    b.chunks(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect()
 }
 

@@ -7,6 +7,7 @@ mod common;
 
 use std::process::{Command, Output};
 
+use common::values::from_bf16;
 use common::{TRITON_SHARED_OPT, fixture};
 use npu_harness_program::{Program, bf16_to_f32, f16_to_f32, f32_to_bf16};
 use npu_harness_tools::attrs::{self, Meaning};
@@ -90,12 +91,6 @@ fn read_f32s(b: &[u8]) -> Vec<f32> {
 fn bf16s(v: &[f32]) -> Vec<u8> {
     v.iter()
         .flat_map(|x| f32_to_bf16(*x).to_le_bytes())
-        .collect()
-}
-
-fn read_bf16s(b: &[u8]) -> Vec<f32> {
-    b.chunks(2)
-        .map(|c| bf16_to_f32(u16::from_le_bytes([c[0], c[1]])))
         .collect()
 }
 
@@ -284,7 +279,7 @@ fn softmax_layernorm_rmsnorm_and_rope() {
     let (mut xb, mut y) = (bf16s(&x), vec![0u8; 8 * 64 * 2]);
     exec("softmax_rows.ttir", [2, 1, 1], &mut [&mut xb, &mut y]);
     let want: Vec<f64> = x.chunks(64).flat_map(softmax_ref).collect();
-    close(&read_bf16s(&y), &want, 2e-2, 1e-3, "softmax");
+    close(&from_bf16(&y), &want, 2e-2, 1e-3, "softmax");
 
     // layernorm of 3 bf16 rows of 64 with f32 weight and bias, bf16 out.
     let x: Vec<f32> = values(3 * 64, 12).iter().map(|v| bf16(*v)).collect();
@@ -309,7 +304,7 @@ fn softmax_layernorm_rmsnorm_and_rope() {
             );
         }
     }
-    close(&read_bf16s(&y), &want, 1e-2, 2e-2, "layernorm");
+    close(&from_bf16(&y), &want, 1e-2, 2e-2, "layernorm");
 
     // rmsnorm of 2 f32 rows of 64 (rsqrt).
     let x = values(2 * 64, 15);
@@ -387,7 +382,7 @@ fn causal_attention_with_two_dots_and_a_where() {
             }
         }
     }
-    close(&read_bf16s(&o), &want, 2e-2, 2e-2, "attention");
+    close(&from_bf16(&o), &want, 2e-2, 2e-2, "attention");
 }
 
 #[test]
@@ -444,7 +439,7 @@ fn math_ops_casts_program_ids_masks_and_gathers() {
     assert_eq!(gothalf[9], f32::INFINITY, "1e5 is past f16's range");
     // bf16 + 1.0 rounds in bf16: 200 + 1 = 201 (exact), 40000 + 1 stays 39936+… (8 bits).
     let wantb: Vec<f32> = x.iter().map(|v| bf16(bf16(*v) + 1.0)).collect();
-    assert_eq!(read_bf16s(&yb), wantb);
+    assert_eq!(from_bf16(&yb), wantb);
 
     // program_id used as data: program p adds p to its block of 8.
     let x = values(24, 24);

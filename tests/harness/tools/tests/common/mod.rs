@@ -9,6 +9,7 @@ use std::process::Command;
 use npu_target::{Config, Overrides};
 
 pub mod lowering;
+pub mod values;
 
 pub const AIR_OPT: &str = env!("CARGO_BIN_EXE_npu-harness-air-opt");
 pub const AIRCC: &str = env!("CARGO_BIN_EXE_npu-harness-aircc");
