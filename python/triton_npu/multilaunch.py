@@ -1,8 +1,10 @@
 """Several Triton kernels as one NPU dispatch (upstream's ``multilaunch``).
 
 A chain stitches the AIR of several ops into one module with one ``air.launch`` per op,
-compiles it once into one full ELF (npu2 only: the array is reloaded between launches, which
-npu1 cannot do) and dispatches it once per :meth:`NPUChain.run` over one set of buffers. Ops
+compiles it once into one full ELF (npu2: the array is reloaded between launches) and
+dispatches it once per :meth:`NPUChain.run` over one set of buffers. On npu1, or with the
+``xclbin``/``pdi`` format, each op is compiled on its own and the ops are dispatched one
+after another over the same buffers. Ops
 hand data to each other through a buffer they share (the same *combined index* in their
 ``arg_map``): it stays in device memory and is never copied back.
 
@@ -127,11 +129,23 @@ class MultiLaunchBuilder:
             self._module_text = self._native.build_module_text()
         return self._module_text
 
-    def compile(self, output_format: str | None = None) -> tuple[str, str]:
-        """Compiles the chain (or finds it in the cache): ``(elf_path, kernel_name)``.
-        ``output_format`` may only be ``"elf"`` (or ``None``): a chain is one full ELF."""
+    def compile(self, output_format: str | None = None) -> tuple[Any, Any]:
+        """Compiles the chain (or finds it in the cache).
+
+        * ``"elf"`` (npu2's default): the stitched module as one full ELF, one dispatch per run;
+          returns ``(elf_path, kernel_name)`` as upstream.
+        * ``"xclbin"`` (npu1's default) or ``"pdi"``: each holds one device configuration, and
+          every launch of a stitched module is its own device, so each op is compiled on its
+          own and the ops are dispatched in order; returns ``(bin_paths, insts_paths)``, one
+          ``aie.xclbin``/``aie.pdi`` and one ``insts.bin`` per op, in order (upstream returns
+          the one pair aircc writes for the stitched module). ``pdi`` needs a runtime that loads
+          bare PDIs (neither ``xrt`` nor ``hsa`` does).
+
+        Either result can be handed to :class:`MultiLaunchRunner`."""
         self.compiled = self._native.compile(output_format)
-        return self.compiled.elf_path, self.compiled.kernel_name
+        if self.compiled.elf_path is not None:
+            return self.compiled.elf_path, self.compiled.kernel_name
+        return self.compiled.bin_paths, self.compiled.insts_paths
 
 
 def _is_torch(obj: Any) -> bool:
@@ -196,12 +210,19 @@ def _indices(values: Iterable[Any], what: str, n: int) -> list[int]:
 class MultiLaunchRunner:
     """Dispatches a compiled chain: one dispatch per :meth:`run` over persistent buffers.
 
-    ``MultiLaunchRunner(elf_path, kernel_name)`` takes what :meth:`MultiLaunchBuilder.compile`
-    returned (a compiled chain's ``aie.elf``; under HSA its ``kernel.hsaco`` beside it).
+    ``MultiLaunchRunner(elf_path, kernel_name)`` or ``MultiLaunchRunner(bin_paths,
+    insts_paths)`` takes what :meth:`MultiLaunchBuilder.compile` returned (a compiled chain's
+    ``aie.elf``, under HSA with its ``kernel.hsaco`` beside it; or each op's files).
     """
 
-    def __init__(self, elf_path: Any, kernel_name: str | None = None, *, runtime=None) -> None:
-        source = elf_path if type(elf_path).__name__ == "CompiledChain" else str(elf_path)
+    def __init__(self, elf_path: Any, kernel_name: Any = None, *, runtime=None) -> None:
+        if type(elf_path).__name__ == "CompiledChain":
+            source = elf_path
+        elif isinstance(elf_path, (list, tuple)):
+            source = [str(p) for p in elf_path]
+            kernel_name = None if kernel_name is None else [str(p) for p in kernel_name]
+        else:
+            source = str(elf_path)
         self._native = native().ChainRunner(source, kernel_name, runtime=runtime, host=facts())
         #: What the last dispatch did: ``{"in_place", "staged", "device_time"}``.
         self.last_dispatch: dict | None = None
@@ -268,7 +289,7 @@ class MultiLaunchRunner:
 
 
 class NPUChain:
-    """Declare a chain of Triton kernels, dispatch it as one ELF.
+    """Declare a chain of Triton kernels, dispatch it as one ELF (npu2) or op by op (npu1).
 
     ``add`` captures each kernel's ttsharedir (through ``kernel.warmup`` in compile-only mode
     with an ``NPUDriver`` active — the caller's active driver is restored exactly); the first

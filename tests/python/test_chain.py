@@ -450,16 +450,91 @@ def test_arg_map_type_conflicts_are_value_errors():
         MultiLaunchBuilder("not a name")
 
 
-def test_npu1_is_refused_with_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+# The harness device of each runtime that an npu1 (AIE2, Phoenix) machine has.
+NPU1_DEVICE = {
+    "hsa": {"NPU_HARNESS_AGENT": "aie2"},
+    "xrt": {"NPU_HARNESS_XRT_DEVICE": "NPU Phoenix"},
+}
+
+
+@pytest.mark.parametrize("runtime", ["hsa", "xrt"])
+def test_on_npu1_a_chain_runs_op_by_op_over_one_set_of_buffers(runtime: str, tmp_path: Path):
+    log = tmp_path / "tools.jsonl"
+    result = run_chain_script(
+        """
+        triton.runtime.driver.set_active(NPUDriver(RUNTIME))
+        chain = add_mul_chain()
+        x, y = rand(1), rand(2)
+        tmp = np.full(N, 7.0, np.float32)
+        res = chain.run([x, y, tmp, np.zeros(N, np.float32)], intermediate_indices={2})
+        np.testing.assert_allclose(res[3], (x + y) * y, rtol=1e-6)
+        assert np.all(tmp == 7.0), "an intermediate was copied back"
+        first = dict(chain.last_dispatch)
+        # A second run on the same buffer set: the hand-off buffer is reused on the device.
+        x2 = rand(3)
+        res2 = chain.run([x2, y, tmp, np.zeros(N, np.float32)], intermediate_indices={2})
+        np.testing.assert_allclose(res2[3], (x2 + y) * y, rtol=1e-6)
+
+        # Upstream's builder and runner: compile("xclbin") gives each op's files, in order,
+        # and the runner takes them back.
+        builder = chain._builder
+        bins, insts = builder.compile("xclbin")
+        runner = MultiLaunchRunner(bins, insts, runtime=RUNTIME)
+        out = runner.run([x, y, tmp, np.zeros(N, np.float32)], bo_key="files",
+                         intermediate_indices={2})
+        np.testing.assert_allclose(out[3], (x + y) * y, rtol=1e-6)
+        try:
+            MultiLaunchRunner(list(reversed(bins)), list(reversed(insts)), runtime=RUNTIME)
+            swapped = "accepted"
+        except ValueError as e:
+            swapped = str(e)
+        try:
+            builder.compile("elf")
+            elf = "accepted"
+        except Exception as e:
+            elf = f"{type(e).__name__}: {e}"
+        runner.close()
+        print(json.dumps({
+            "first": first, "bins": bins, "insts": insts, "swapped": swapped, "elf": elf,
+            "files": sorted(os.listdir(chain.cache_dir)),
+        }))
+        """,
+        runtime,
+        harness_env(
+            tmp_path,
+            NPU_HARNESS_LOG=str(log),
+            AMD_TRITON_NPU_TARGET="npu1",
+            **NPU1_DEVICE[runtime],
+        ),
+    )
+    # Two dispatches (one per op) over the four buffers, in place.
+    assert result["first"]["in_place"] == 6 and result["first"]["staged"] == 0, result
+    assert [Path(b).parent.name for b in result["bins"]] == ["op0", "op1"], result
+    assert all(b.endswith("/aie.xclbin") for b in result["bins"]), result
+    assert all(i.endswith("/insts.bin") for i in result["insts"]), result
+    assert "not the files of the chain" in result["swapped"], result
+    assert "npu1" in result["elf"] and "elf" in result["elf"], result
+    files = set(result["files"])
+    assert {"op0", "op1", "chain.json"} <= files and "multilaunch.mlir" not in files, files
+    # Each op compiled on its own: two aircc runs for xclbins on npu1, none on a warm cache.
+    airccs = tool_runs(log, "aircc")
+    assert len(airccs) == 2, airccs
+    for argv in airccs:
+        assert argv[argv.index("--output-format") + 1] == "xclbin", argv
+        assert argv[argv.index("--device") + 1] == "npu1", argv
+
+
+def test_a_pdi_chain_is_refused_by_both_runtimes_before_any_tool_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     from triton_npu.config import config_context
     from triton_npu.multilaunch import MultiLaunchBuilder
 
     monkeypatch.setenv("AMD_TRITON_NPU_CACHE_DIR", str(tmp_path / "cache"))
-    b = MultiLaunchBuilder("on_npu1")
+    b = MultiLaunchBuilder("as_pdi")
     b.add_op(KERNEL.format(name="relu", t="f32"), (4,), {0: 0, 1: 1})
-    with config_context(target="npu1"):
-        with pytest.raises(RuntimeError, match="targets npu1, but chains need npu2"):
-            b.compile()
-    with config_context(target="npu2"):
-        with pytest.raises(ValueError, match="one full ELF"):
-            b.compile("xclbin")
+    for runtime in ("xrt", "hsa"):
+        with config_context(target="npu2", runtime=runtime):
+            with pytest.raises(Exception, match="pdi"):
+                b.compile("pdi")
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").rglob("aie.pdi"))

@@ -78,7 +78,20 @@ impl Compiled {
         runtime: RuntimeKind,
         triton_name: &str,
     ) -> Result<Compiled, DriverError> {
-        let dir = entry.dir();
+        Compiled::from_entry_in(entry, "", format, runtime, triton_name)
+    }
+
+    /// [`Compiled::from_entry`] for a build that sits in the entry's folder `sub` (a chain
+    /// compiled op by op keeps each op's build in `op<k>/`); `""` is the entry itself.
+    pub fn from_entry_in(
+        entry: &npu_cache::Entry,
+        sub: &str,
+        format: OutputFormat,
+        runtime: RuntimeKind,
+        triton_name: &str,
+    ) -> Result<Compiled, DriverError> {
+        let dir = entry.dir().join(sub);
+        let dir = dir.as_path();
         let incomplete = |what: &str| DriverError::Incomplete {
             dir: dir.to_owned(),
             what: what.to_owned(),
@@ -91,7 +104,12 @@ impl Compiled {
         names.extend(registry::backend(runtime)?.prepared_files());
         let mut checked = Vec::with_capacity(names.len());
         for name in names {
-            let bytes = entry.bytes(name).ok_or_else(|| incomplete(name))?;
+            let path = if sub.is_empty() {
+                name.to_owned()
+            } else {
+                format!("{sub}/{name}")
+            };
+            let bytes = entry.bytes(&path).ok_or_else(|| incomplete(name))?;
             checked.push((name.to_owned(), bytes));
         }
         let files = BuildFiles::checked(dir, checked);

@@ -9,12 +9,15 @@
 //! * [`ChainBuilder::compile`] looks the chain up in the cache, keyed like a kernel on what
 //!   goes *in* (every op's text, grid, actual sizes, arg map and transform script, plus target,
 //!   format, runtime, bf16 emulation and the tools' identities), so a warm cache runs no tool.
-//!   On a miss it lowers every op to AIR on its own (`air-opt`, with the op's grid and script),
-//!   stitches the results ([`stitch`]) and runs aircc once for a full ELF; under HSA the ELF
-//!   is packed into `kernel.hsaco`. The stitched module is kept in the entry as
-//!   [`MULTILAUNCH`], each op's transform script as `op<k>.transform.mlir` (and
-//!   `op<k>.auto_transform.mlir` for an op that got the automatic matmul schedule). Chains need npu2: the ELF reloads the array between launches
-//!   (load_pdi), which npu1 cannot do.
+//!   On a miss it lowers every op to AIR on its own (`air-opt`, with the op's grid and script).
+//!   For a full ELF (npu2's default) it stitches the results ([`stitch`]) and runs aircc once:
+//!   the ELF reloads the array between launches (load_pdi) and runs the whole chain in one
+//!   dispatch; under HSA it is packed into `kernel.hsaco`, and the stitched module is kept as
+//!   [`MULTILAUNCH`]. For xclbin (npu1's default) and pdi, which hold one device
+//!   configuration each, every op is compiled on its own into `op<k>/` and the ops are
+//!   dispatched one after another ([`Launches::PerOp`]). Each op's transform script is kept
+//!   as `op<k>.transform.mlir` (and `op<k>.auto_transform.mlir` for an op that got the
+//!   automatic matmul schedule).
 //! * [`ChainRunner`] loads the compiled chain and dispatches it over persistent buffers.
 
 mod runner;
@@ -71,7 +74,8 @@ pub struct ChainBuilder {
 /// A chain compiled into a cache entry (holding the entry keeps it from eviction).
 pub struct CompiledChain {
     pub entry: Entry,
-    pub compiled: Compiled,
+    pub launches: Launches,
+    pub format: OutputFormat,
     pub target: NpuVersion,
     /// The number of combined buffers the chain takes.
     pub num_args: usize,
@@ -79,16 +83,118 @@ pub struct CompiledChain {
     pub element_sizes: Option<Vec<usize>>,
 }
 
+/// How a compiled chain runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Launches {
+    /// The stitched module's full ELF: one program over the combined buffers, one dispatch.
+    Stitched(Compiled),
+    /// One program per op, dispatched in order (xclbin, pdi): each op's buffers are the
+    /// combined buffers its `arg_map` names.
+    PerOp(Vec<OpProgram>),
+}
+
+/// One op's own build in a chain compiled op by op.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpProgram {
+    pub compiled: Compiled,
+    /// Buffer parameter i of the op → combined index `arg_map[i]`.
+    pub arg_map: Vec<usize>,
+}
+
 impl CompiledChain {
-    /// The full ELF.
-    pub fn elf_path(&self) -> PathBuf {
-        self.compiled.dir.join(artifacts::ELF)
+    /// The cache entry's folder.
+    pub fn dir(&self) -> &Path {
+        self.entry.dir()
     }
 
-    /// The stitched AIR module aircc compiled.
-    pub fn module_path(&self) -> PathBuf {
-        self.compiled.dir.join(MULTILAUNCH)
+    /// The full ELF, for a stitched chain.
+    pub fn elf_path(&self) -> Option<PathBuf> {
+        match &self.launches {
+            Launches::Stitched(c) => Some(c.dir.join(artifacts::ELF)),
+            Launches::PerOp(_) => None,
+        }
     }
+
+    /// The stitched AIR module aircc compiled, for a stitched chain.
+    pub fn module_path(&self) -> Option<PathBuf> {
+        match &self.launches {
+            Launches::Stitched(c) => Some(c.dir.join(MULTILAUNCH)),
+            Launches::PerOp(_) => None,
+        }
+    }
+
+    /// Each op's binary (`aie.xclbin`, `aie.pdi`) and instruction stream, in order, for a
+    /// chain compiled op by op.
+    pub fn op_files(&self) -> Vec<(PathBuf, PathBuf)> {
+        let binary = match self.format {
+            OutputFormat::Pdi => artifacts::PDI,
+            _ => artifacts::XCLBIN,
+        };
+        match &self.launches {
+            Launches::Stitched(_) => Vec::new(),
+            Launches::PerOp(ops) => ops
+                .iter()
+                .map(|op| {
+                    (
+                        op.compiled.dir.join(binary),
+                        op.compiled.dir.join(artifacts::INSTS),
+                    )
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Describes a chain compiled op by op in its entry, for runners opened from the files alone
+/// (`MultiLaunchRunner(bin_paths, insts_paths)`): format, combined buffers, and per op its
+/// folder, kernel and `arg_map`.
+pub const CHAIN_MANIFEST: &str = "chain.json";
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct ManifestOp {
+    dir: String,
+    kernel: String,
+    arg_map: Vec<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct Manifest {
+    format: String,
+    num_args: usize,
+    ops: Vec<ManifestOp>,
+}
+
+/// The programs of a chain compiled op by op, read from `dir`'s [`CHAIN_MANIFEST`] (files on
+/// disk, not checked by the cache): with the number of combined buffers.
+pub fn ops_from_dir(dir: &Path) -> Result<(Vec<OpProgram>, usize), DriverError> {
+    let path = dir.join(CHAIN_MANIFEST);
+    let incomplete = |what: String| DriverError::Incomplete {
+        dir: dir.to_owned(),
+        what,
+    };
+    let text = std::fs::read(&path).map_err(|e| incomplete(format!("{CHAIN_MANIFEST} ({e})")))?;
+    let manifest: Manifest = serde_json::from_slice(&text)
+        .map_err(|e| incomplete(format!("a readable {CHAIN_MANIFEST} ({e})")))?;
+    let format = OutputFormat::parse(&manifest.format)
+        .ok_or_else(|| incomplete(format!("a known format in {CHAIN_MANIFEST}")))?;
+    let mut ops = Vec::with_capacity(manifest.ops.len());
+    for op in manifest.ops {
+        if op.dir.contains(['/', '\\']) || op.dir.starts_with('.') {
+            return Err(incomplete(format!(
+                "op folders inside the entry in {CHAIN_MANIFEST}"
+            )));
+        }
+        if op.arg_map.iter().any(|&c| c >= manifest.num_args) {
+            return Err(incomplete(format!(
+                "arg maps within num_args in {CHAIN_MANIFEST}"
+            )));
+        }
+        ops.push(OpProgram {
+            compiled: Compiled::at(dir.join(&op.dir), format, op.kernel),
+            arg_map: op.arg_map,
+        });
+    }
+    Ok((ops, manifest.num_args))
 }
 
 impl ChainBuilder {
@@ -370,7 +476,9 @@ impl ChainBuilder {
         self.stitch(&self.lower(config, &pipeline.toolchain()?, pipeline.target)?)
     }
 
-    /// The pipeline a chain compiles through: a full ELF, on npu2 only.
+    /// The pipeline a chain compiles through: the configured or requested format as for a
+    /// kernel (npu2 defaults to the full ELF, npu1 to xclbin; the format rules refuse an ELF
+    /// on npu1 and a format the runtime does not load).
     fn pipeline<'a>(
         &self,
         config: &'a Config,
@@ -378,20 +486,8 @@ impl ChainBuilder {
         requested: Option<OutputFormat>,
     ) -> Result<Pipeline<'a>, DriverError> {
         let target = detect_target(config, host)?;
-        if target == NpuVersion::Npu1 {
-            return Err(DriverError::ChainTarget {
-                chain: self.name.clone(),
-                target,
-            });
-        }
         let format =
             OutputFormat::resolve(requested.or(config.output_format), config.runtime, target)?;
-        if format != OutputFormat::Elf {
-            return Err(self.input_error(format!(
-                "chains compile to one full ELF (output format elf); {format} was requested \
-                 (argument or AMD_TRITON_NPU_OUTPUT_FORMAT)"
-            )));
-        }
         Ok(Pipeline {
             config,
             host,
@@ -417,10 +513,36 @@ impl ChainBuilder {
         let pipeline = self.pipeline(config, host, format)?;
         let inputs = self.cache_inputs(&pipeline)?;
         let entry = pipeline.cached(&inputs, |dir| self.build(&pipeline, num_args, dir))?;
-        let compiled = Compiled::from_entry(&entry, pipeline.format, config.runtime, &self.name)?;
+        let launches = match pipeline.format {
+            OutputFormat::Elf => Launches::Stitched(Compiled::from_entry(
+                &entry,
+                pipeline.format,
+                config.runtime,
+                &self.name,
+            )?),
+            OutputFormat::Xclbin | OutputFormat::Pdi => Launches::PerOp(
+                self.ops
+                    .iter()
+                    .enumerate()
+                    .map(|(k, op)| {
+                        Ok(OpProgram {
+                            compiled: Compiled::from_entry_in(
+                                &entry,
+                                &op_dir(k),
+                                pipeline.format,
+                                config.runtime,
+                                &op.kernel,
+                            )?,
+                            arg_map: op.arg_map.clone(),
+                        })
+                    })
+                    .collect::<Result<_, DriverError>>()?,
+            ),
+        };
         Ok(CompiledChain {
             entry,
-            compiled,
+            launches,
+            format: pipeline.format,
             target: pipeline.target,
             num_args,
             element_sizes,
@@ -436,7 +558,6 @@ impl ChainBuilder {
         let config = pipeline.config;
         let toolchain = pipeline.toolchain()?;
         let lowered = self.lower(config, &toolchain, pipeline.target)?;
-        let text = self.stitch(&lowered)?;
         // Each op's transform script goes with the artifacts, as a kernel's does.
         for (k, op) in lowered.iter().enumerate() {
             let keep = [
@@ -452,24 +573,87 @@ impl ChainBuilder {
                 }
             }
         }
-        let bf16_emulation = config.bf16_emulation
-            || self
-                .ops
-                .iter()
-                .any(|op| npu_toolchain::lower::is_f32_matmul(&op.linalg));
-        let built = Compiler::new(&toolchain, config).build(&BuildRequest {
-            kernel: self.name.clone(),
-            air: text.clone(),
-            target: pipeline.target,
-            format: pipeline.format,
-            bf16_emulation,
-            options: AirccOptions::default(),
-            out_dir: dir.to_owned(),
-            debug_tag: None,
-        })?;
+        let compiler = Compiler::new(&toolchain, config);
+        let request =
+            |kernel: &str, air: String, bf16_emulation: bool, out_dir: PathBuf| BuildRequest {
+                kernel: kernel.to_owned(),
+                air,
+                target: pipeline.target,
+                format: pipeline.format,
+                bf16_emulation,
+                options: AirccOptions::default(),
+                out_dir,
+                debug_tag: None,
+            };
+        let emulates_bf16 =
+            |op: &ChainOp| config.bf16_emulation || npu_toolchain::lower::is_f32_matmul(&op.linalg);
+        if pipeline.format != OutputFormat::Elf {
+            return self.build_per_op(pipeline, &compiler, &lowered, dir, |k, out_dir| {
+                let op = &self.ops[k];
+                request(
+                    &op.kernel,
+                    lowered[k].air.clone(),
+                    emulates_bf16(op),
+                    out_dir,
+                )
+            });
+        }
+        let text = self.stitch(&lowered)?;
+        let built = compiler.build(&request(
+            &self.name,
+            text.clone(),
+            self.ops.iter().any(emulates_bf16),
+            dir.to_owned(),
+        ))?;
         pipeline.prepare_for_runtime(dir, &built.artifacts, &self.name, num_args)?;
         write(&dir.join(MULTILAUNCH), text.as_bytes())
     }
+
+    /// An xclbin or PDI chain: aiecc makes one configuration per `aie.device`, and each
+    /// `air.launch` of a stitched module is its own device, so a stitched module has no single
+    /// xclbin or PDI (only the full ELF switches devices between launches, with load_pdi).
+    /// Each op is therefore compiled on its own, as a kernel is, into `op<k>/`, and the runner
+    /// dispatches the ops in order over the combined buffers; [`CHAIN_MANIFEST`] records the
+    /// ops for runners opened from the files.
+    fn build_per_op(
+        &self,
+        pipeline: &Pipeline<'_>,
+        compiler: &Compiler<'_>,
+        lowered: &[Lowered],
+        dir: &Path,
+        request: impl Fn(usize, PathBuf) -> BuildRequest,
+    ) -> Result<(), DriverError> {
+        let mut manifest = Manifest {
+            format: pipeline.format.as_str().to_owned(),
+            num_args: self.combined.len(),
+            ops: Vec::with_capacity(lowered.len()),
+        };
+        for (k, op) in self.ops.iter().enumerate() {
+            let out_dir = dir.join(op_dir(k));
+            let built = compiler.build(&request(k, out_dir.clone()))?;
+            pipeline.prepare_for_runtime(
+                &out_dir,
+                &built.artifacts,
+                &op.kernel,
+                op.arg_map.len(),
+            )?;
+            manifest.ops.push(ManifestOp {
+                dir: op_dir(k),
+                kernel: op.kernel.clone(),
+                arg_map: op.arg_map.clone(),
+            });
+        }
+        let text = serde_json::to_vec_pretty(&manifest).map_err(|e| DriverError::ChainInput {
+            chain: self.name.clone(),
+            reason: format!("cannot write {CHAIN_MANIFEST}: {e}"),
+        })?;
+        write(&dir.join(CHAIN_MANIFEST), &text)
+    }
+}
+
+/// The folder of op `k`'s own build in a chain compiled op by op.
+fn op_dir(k: usize) -> String {
+    format!("op{k}")
 }
 
 #[cfg(test)]

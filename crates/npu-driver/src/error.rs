@@ -51,16 +51,6 @@ pub enum DriverError {
         kernel: String,
         reason: String,
     },
-    #[error(
-        "chain {chain:?} targets {target}, but chains need npu2 (AIE2P: Strix, Strix Halo, \
-         Krackan): the whole chain is one full ELF that reloads the array between launches \
-         (load_pdi), which npu1 cannot run; launch the kernels one by one on npu1, or set \
-         AMD_TRITON_NPU_TARGET=npu2 to build for an npu2"
-    )]
-    ChainTarget {
-        chain: String,
-        target: npu_target::NpuVersion,
-    },
 }
 
 /// What kind of failure an error is, for callers that react to failures by kind (the Python
@@ -169,7 +159,6 @@ impl DriverError {
             DriverError::ChainInput { .. } => ErrorKind::InvalidInput,
             DriverError::CompileOnly => ErrorKind::Config,
             DriverError::ChainStitch { .. } => ErrorKind::CompileFailed,
-            DriverError::ChainTarget { .. } => ErrorKind::UnsupportedDevice,
         }
     }
 }

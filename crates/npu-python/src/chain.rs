@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use npu_driver::chain::{ChainBuilder, ChainRunner, CompiledChain, RunRequest};
+use npu_driver::chain::{ChainBuilder, ChainRunner, CompiledChain, Launches, RunRequest};
 use npu_driver::{DriverError, Host};
 use npu_runtime::HostArg;
 use npu_target::{Config, NpuVersion, OutputFormat, RuntimeKind};
@@ -295,26 +295,52 @@ pub struct PyCompiledChain {
 
 #[pymethods]
 impl PyCompiledChain {
+    /// The full ELF of a chain compiled as one (`None` for a chain compiled op by op).
     #[getter]
-    fn elf_path(&self) -> String {
-        self.inner.elf_path().display().to_string()
+    fn elf_path(&self) -> Option<String> {
+        self.inner.elf_path().map(|p| p.display().to_string())
     }
 
-    /// The symbol the runtime looks up (`main:<instance>`).
+    /// The symbol the runtime looks up in the full ELF (`main:<instance>`); `None` for a
+    /// chain compiled op by op.
     #[getter]
-    fn kernel_name(&self) -> &str {
-        &self.inner.compiled.symbol
+    fn kernel_name(&self) -> Option<&str> {
+        match &self.inner.launches {
+            Launches::Stitched(c) => Some(&c.symbol),
+            Launches::PerOp(_) => None,
+        }
+    }
+
+    /// The output format it was compiled to (`elf`, `xclbin`, `pdi`).
+    #[getter]
+    fn output_format(&self) -> &'static str {
+        self.inner.format.as_str()
+    }
+
+    /// Each op's binary (`aie.xclbin`/`aie.pdi`), in order, for a chain compiled op by op
+    /// (empty for a full ELF).
+    #[getter]
+    fn bin_paths(&self) -> Vec<String> {
+        let files = self.inner.op_files();
+        files.iter().map(|(b, _)| b.display().to_string()).collect()
+    }
+
+    /// Each op's instruction stream (`insts.bin`), in order, for a chain compiled op by op.
+    #[getter]
+    fn insts_paths(&self) -> Vec<String> {
+        let files = self.inner.op_files();
+        files.iter().map(|(_, i)| i.display().to_string()).collect()
     }
 
     #[getter]
     fn cache_dir(&self) -> String {
-        self.inner.compiled.dir.display().to_string()
+        self.inner.dir().display().to_string()
     }
 
-    /// The stitched AIR module aircc compiled.
+    /// The stitched AIR module aircc compiled (`None` for a chain compiled op by op).
     #[getter]
-    fn module_path(&self) -> String {
-        self.inner.module_path().display().to_string()
+    fn module_path(&self) -> Option<String> {
+        self.inner.module_path().map(|p| p.display().to_string())
     }
 
     #[getter]
@@ -345,6 +371,46 @@ pub struct PyChainRunner {
     name: String,
     /// The runtime it dispatches on, for the per-runtime dispatch counts.
     runtime: RuntimeKind,
+}
+
+/// The ops of a chain compiled op by op, from the files `compile` returned: they must be the
+/// entry's own `op<k>` files, in order, as its manifest lists them.
+fn per_op_launches(bins: &[PathBuf], insts: &[PathBuf]) -> PyResult<(Launches, usize, String)> {
+    let first = bins.first().ok_or_else(|| {
+        PyValueError::new_err("ChainRunner(bin_paths, insts_paths): bin_paths is empty")
+    })?;
+    let dir = first
+        .parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let (ops, num_args) = npu_driver::chain::ops_from_dir(&dir).map_err(chain_error)?;
+    let binary = match ops.first().map(|op| op.compiled.format) {
+        Some(OutputFormat::Pdi) => npu_driver::artifacts::PDI,
+        _ => npu_driver::artifacts::XCLBIN,
+    };
+    let expected: Vec<(PathBuf, PathBuf)> = ops
+        .iter()
+        .map(|op| {
+            (
+                op.compiled.dir.join(binary),
+                op.compiled.dir.join(npu_driver::artifacts::INSTS),
+            )
+        })
+        .collect();
+    let given: Vec<(PathBuf, PathBuf)> = bins.iter().cloned().zip(insts.iter().cloned()).collect();
+    if bins.len() != insts.len() || given != expected {
+        return Err(PyValueError::new_err(format!(
+            "these are not the files of the chain compiled in {}: pass the (bin_paths, \
+             insts_paths) MultiLaunchBuilder.compile() returned, one per op in order",
+            dir.display()
+        )));
+    }
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Ok((Launches::PerOp(ops), num_args, name))
 }
 
 /// A flat, C-contiguous `uint8` numpy array's memory.
@@ -384,36 +450,63 @@ fn region(obj: &Bound<'_, PyAny>, what: &str, writable: bool) -> PyResult<HostAr
 
 #[pymethods]
 impl PyChainRunner {
-    /// Loads a compiled chain: `ChainRunner(compiled)` or, as upstream,
-    /// `ChainRunner(elf_path, kernel_name)` for a chain's `aie.elf` in its cache entry.
+    /// Loads a compiled chain: `ChainRunner(compiled)`; as upstream, `ChainRunner(elf_path,
+    /// kernel_name)` for a chain's `aie.elf` in its cache entry; or `ChainRunner(bin_paths,
+    /// insts_paths)` for a chain compiled op by op (what `compile("xclbin")` returned).
     #[new]
-    #[pyo3(signature = (compiled_or_elf, kernel_name = None, runtime = None, host = None))]
+    #[pyo3(signature = (compiled_or_elf, kernel_name_or_insts = None, runtime = None, host = None))]
     fn new(
         py: Python<'_>,
         compiled_or_elf: &Bound<'_, PyAny>,
-        kernel_name: Option<String>,
+        kernel_name_or_insts: Option<&Bound<'_, PyAny>>,
         runtime: Option<&str>,
         host: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyChainRunner> {
         let host = host_from(host)?;
-        let (compiled, keep, name, runtime) = if let Ok(c) =
+        let (launches, num_args, keep, name, runtime) = if let Ok(c) =
             compiled_or_elf.cast::<PyCompiledChain>()
         {
             let c = c.get();
             let runtime = parse_runtime(runtime)?.unwrap_or(c.runtime);
             (
-                c.inner.compiled.clone(),
+                c.inner.launches.clone(),
+                Some(c.inner.num_args),
                 Some(c.inner.clone()),
                 c.name.clone(),
                 Some(runtime),
             )
+        } else if let Ok(bins) = compiled_or_elf.extract::<Vec<PathBuf>>() {
+            let insts: Vec<PathBuf> = kernel_name_or_insts
+                .map(|i| i.extract())
+                .transpose()
+                .map_err(|_| {
+                    PyTypeError::new_err(
+                        "ChainRunner(bin_paths, insts_paths): insts_paths must be a list of paths",
+                    )
+                })?
+                .ok_or_else(|| {
+                    PyTypeError::new_err("ChainRunner(bin_paths, insts_paths): insts_paths missing")
+                })?;
+            let (launches, num_args, name) = per_op_launches(&bins, &insts)?;
+            (
+                launches,
+                Some(num_args),
+                None,
+                name,
+                parse_runtime(runtime)?,
+            )
         } else {
             let elf: PathBuf = compiled_or_elf.extract().map_err(|_| {
-                PyTypeError::new_err("ChainRunner takes a CompiledChain or (elf_path, kernel_name)")
+                PyTypeError::new_err(
+                    "ChainRunner takes a CompiledChain, (elf_path, kernel_name) or (bin_paths, \
+                     insts_paths)",
+                )
             })?;
-            let kernel_name = kernel_name.ok_or_else(|| {
-                PyTypeError::new_err("ChainRunner(elf_path, kernel_name): kernel_name missing")
-            })?;
+            let kernel_name: String = kernel_name_or_insts
+                .ok_or_else(|| {
+                    PyTypeError::new_err("ChainRunner(elf_path, kernel_name): kernel_name missing")
+                })?
+                .extract()?;
             if elf.file_name() != Some(std::ffi::OsStr::new(npu_driver::artifacts::ELF)) {
                 return Err(PyValueError::new_err(format!(
                     "{} is not a chain's {}; pass what MultiLaunchBuilder.compile() returned",
@@ -427,11 +520,17 @@ impl PyChainRunner {
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
             let compiled = npu_driver::artifacts::Compiled::at(dir, OutputFormat::Elf, kernel_name);
-            (compiled, None, name, parse_runtime(runtime)?)
+            (
+                Launches::Stitched(compiled),
+                None,
+                None,
+                name,
+                parse_runtime(runtime)?,
+            )
         };
         let config = chain_config(runtime, &None)?;
         let runner = py
-            .detach(|| ChainRunner::open(&config, &host, &name, &compiled, keep))
+            .detach(|| ChainRunner::open(&config, &host, &name, &launches, num_args, keep))
             .map_err(chain_error)?;
         Ok(PyChainRunner {
             inner: Mutex::new(Some(Arc::new(runner))),

@@ -1,5 +1,8 @@
-//! Dispatching a compiled chain: one dispatch per run over the combined buffers (upstream's
-//! `MultiLaunchRunner`).
+//! Dispatching a compiled chain over the combined buffers (upstream's `MultiLaunchRunner`).
+//!
+//! A chain compiled into one full ELF is one dispatch; a chain compiled op by op (xclbin, pdi)
+//! is one dispatch per op, in order, each over the combined buffers its `arg_map` names — the
+//! buffers stay the same between them, so the hand-offs still never leave device memory.
 //!
 //! Each `bo_key` owns a set of device-shared buffers, one per combined argument, allocated on
 //! the first run with that key and passed to the kernel in place. Per run:
@@ -26,9 +29,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use npu_runtime::{DispatchOptions, DispatchReport, HostArg, Program, Runtime, SharedBuffer};
-use npu_target::{Config, OutputFormat};
+use npu_target::Config;
 
-use super::CompiledChain;
+use super::{CompiledChain, Launches};
 use crate::artifacts::Compiled;
 use crate::error::DriverError;
 use crate::runtimes::{self, Host};
@@ -63,11 +66,19 @@ struct BufferSet {
 /// A key's set, locked by the run that uses it.
 type SharedSet = Arc<Mutex<BufferSet>>;
 
+/// A loaded program of a chain: the whole chain (`arg_map` `None`: it takes the combined
+/// buffers) or one op (its buffers are the combined ones its `arg_map` names).
+struct Loaded {
+    program: Program,
+    arg_map: Option<Vec<usize>>,
+}
+
 /// A loaded chain with its buffer sets.
 pub struct ChainRunner {
     chain: String,
     runtime: &'static dyn Runtime,
-    program: Program,
+    /// Dispatched in order on every run.
+    programs: Vec<Loaded>,
     num_args: Option<usize>,
     /// Bytes per element of each combined buffer, when the chain's types are at hand.
     element_sizes: Option<Vec<usize>>,
@@ -77,36 +88,59 @@ pub struct ChainRunner {
 }
 
 impl ChainRunner {
-    /// Loads the chain whose full ELF is `compiled` (under HSA: its `kernel.hsaco`, beside
-    /// it) into the configured runtime. `keep` (the compiled chain itself, when at hand) holds
-    /// its cache entry while the runner lives.
+    /// Loads the chain's programs (`launches`: the whole chain's full ELF — under HSA its
+    /// `kernel.hsaco`, beside it — or each op's build) into the configured runtime;
+    /// `num_args` is the number of combined buffers when known. `keep` (the compiled chain
+    /// itself, when at hand) holds its cache entry while the runner lives.
     pub fn open(
         config: &Config,
         host: &Host,
         chain: &str,
-        compiled: &Compiled,
+        launches: &Launches,
+        num_args: Option<usize>,
         keep: Option<Arc<CompiledChain>>,
     ) -> Result<ChainRunner, DriverError> {
         if config.compile_only {
             return Err(DriverError::CompileOnly);
         }
-        if compiled.format != OutputFormat::Elf {
-            return Err(DriverError::ChainInput {
-                chain: chain.to_owned(),
-                reason: format!(
-                    "a chain runs as one full ELF; {} artifacts cannot run as a chain",
-                    compiled.format
-                ),
-            });
-        }
         let runtime = runtimes::runtime(config, host)?;
-        let program = runtime.load(&compiled.artifact(config.runtime)?)?;
+        let wanted: Vec<(&Compiled, Option<&Vec<usize>>)> = match launches {
+            Launches::Stitched(compiled) => vec![(compiled, None)],
+            Launches::PerOp(ops) => ops
+                .iter()
+                .map(|op| (&op.compiled, Some(&op.arg_map)))
+                .collect(),
+        };
+        let mut programs: Vec<Loaded> = Vec::with_capacity(wanted.len());
+        for (compiled, arg_map) in wanted {
+            let loaded = compiled
+                .artifact(config.runtime)
+                .and_then(|artifact| Ok(runtime.load(&artifact)?));
+            match loaded {
+                Ok(program) => programs.push(Loaded {
+                    program,
+                    arg_map: arg_map.cloned(),
+                }),
+                Err(e) => {
+                    // What was loaded before goes back to the runtime (an XRT hardware context
+                    // each).
+                    for done in &programs {
+                        runtime.release(&done.program);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        let num_args = num_args.or_else(|| match programs.as_slice() {
+            [whole] if whole.arg_map.is_none() => whole.program.num_args,
+            _ => None,
+        });
         Ok(ChainRunner {
             chain: chain.to_owned(),
             runtime,
-            num_args: program.num_args,
+            num_args,
             element_sizes: keep.as_ref().and_then(|c| c.element_sizes.clone()),
-            program,
+            programs,
             sets: Mutex::new(HashMap::new()),
             _keep: keep,
         })
@@ -313,15 +347,52 @@ impl ChainRunner {
             })
             .collect::<Option<Vec<_>>>()
             .ok_or_else(|| self.input_error("a buffer has no memory".into()))?;
-        let report = self.runtime.dispatch(
-            &self.program,
-            &args,
-            &DispatchOptions {
-                writeback: Some(&writeback),
-                timeout: req.timeout,
-                element_sizes: self.element_sizes.as_deref(),
-            },
-        )?;
+        let mut report = DispatchReport::default();
+        for (k, loaded) in self.programs.iter().enumerate() {
+            let one = match &loaded.arg_map {
+                None => self.runtime.dispatch(
+                    &loaded.program,
+                    &args,
+                    &DispatchOptions {
+                        writeback: Some(&writeback),
+                        timeout: req.timeout,
+                        element_sizes: self.element_sizes.as_deref(),
+                    },
+                )?,
+                Some(map) => {
+                    if let Some(&c) = map.iter().find(|&&c| c >= n) {
+                        return Err(self.input_error(format!(
+                            "op {k} takes combined buffer {c}, the run passed {n} inputs"
+                        )));
+                    }
+                    // What a later op reads must come back too when the runtime staged it.
+                    let later = |c: usize| {
+                        self.programs[k + 1..]
+                            .iter()
+                            .any(|p| p.arg_map.as_ref().is_some_and(|m| m.contains(&c)))
+                    };
+                    let op_args: Vec<HostArg> = map.iter().map(|&c| args[c]).collect();
+                    let op_writeback: Vec<bool> =
+                        map.iter().map(|&c| writeback[c] || later(c)).collect();
+                    let op_sizes: Option<Vec<usize>> = self
+                        .element_sizes
+                        .as_ref()
+                        .map(|sizes| map.iter().map(|&c| sizes[c]).collect());
+                    self.runtime.dispatch(
+                        &loaded.program,
+                        &op_args,
+                        &DispatchOptions {
+                            writeback: Some(&op_writeback),
+                            timeout: req.timeout,
+                            element_sizes: op_sizes.as_deref(),
+                        },
+                    )?
+                }
+            };
+            report.device_time += one.device_time;
+            report.in_place += one.in_place;
+            report.staged += one.staged;
+        }
         for &(i, destination) in req.outputs {
             if let (Some(buffer), Some(d)) = (&set.own[i], destination) {
                 d.copy_from(&buffer.host_arg())
@@ -334,6 +405,8 @@ impl ChainRunner {
 
 impl Drop for ChainRunner {
     fn drop(&mut self) {
-        self.runtime.release(&self.program);
+        for loaded in &self.programs {
+            self.runtime.release(&loaded.program);
+        }
     }
 }

@@ -43,6 +43,11 @@ struct Launch {
     not_computable: Option<String>,
 }
 
+/// How many `air.launch` operations `module` holds (each becomes its own `aie.device`).
+pub fn launch_count(module: &str) -> usize {
+    launches(module).len()
+}
+
 /// The `air.launch` operations of `module`, in order.
 fn launches(module: &str) -> Vec<Launch> {
     let b = module.as_bytes();

@@ -5,10 +5,11 @@
 mod common;
 
 use common::{Prefix, ctrl_text, linalg_of};
-use npu_driver::chain::{ChainBuilder, MULTILAUNCH};
+use npu_driver::chain::{ChainBuilder, Launches, MULTILAUNCH};
 use npu_driver::{DriverError, Host};
 use npu_harness_program::Program;
 use npu_harness_tools::chain;
+use npu_target::{FormatError, OutputFormat};
 
 fn f32s(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
@@ -62,7 +63,10 @@ fn a_chain_compiles_once_into_one_program_over_the_combined_buffers() {
     );
     let compiled = chain.compile(&config, &Host::default(), None).unwrap();
     assert_eq!(compiled.num_args, 4);
-    assert_eq!(compiled.compiled.symbol, "main:sequence");
+    let Launches::Stitched(whole) = &compiled.launches else {
+        panic!("an ELF chain is one program");
+    };
+    assert_eq!(whole.symbol, "main:sequence");
 
     // Each op lowered with its own grid; one aircc, for a full ELF, on the stitched module.
     let launches: Vec<String> = prefix
@@ -85,24 +89,22 @@ fn a_chain_compiles_once_into_one_program_over_the_combined_buffers() {
     // Each op's transform script (its default elementwise schedule, expanded) is kept.
     for k in 0..2 {
         let script =
-            std::fs::read_to_string(compiled.compiled.dir.join(format!("op{k}.transform.mlir")))
-                .unwrap();
+            std::fs::read_to_string(compiled.dir().join(format!("op{k}.transform.mlir"))).unwrap();
         assert!(script.contains("@__transform_main") && !script.contains("transform.include"));
         assert!(
             !compiled
-                .compiled
-                .dir
+                .dir()
                 .join(format!("op{k}.auto_transform.mlir"))
                 .exists()
         );
     }
 
     // The stitched module: one function, two launches, carrying the program aircc compiled.
-    let module = std::fs::read_to_string(compiled.module_path()).unwrap();
+    let module = std::fs::read_to_string(compiled.module_path().unwrap()).unwrap();
     assert!(module.contains("func.func @add_mul(%arg0: memref<*xf32>, %arg1: memref<*xf32>, %arg2: memref<*xf32>, %arg3: memref<*xf32>) {"), "{module}");
     assert_eq!(module.matches("air.launch (").count(), 2, "{module}");
     assert!(module.contains("@op0_add_kernel_0") && module.contains("@op1_mul_kernel_0"));
-    let elf = std::fs::read(compiled.elf_path()).unwrap();
+    let elf = std::fs::read(compiled.elf_path().unwrap()).unwrap();
     let program = Program::decode(&ctrl_text(&elf)).unwrap();
     assert_eq!(
         chain::meaning(&module),
@@ -131,7 +133,7 @@ fn a_chain_compiles_once_into_one_program_over_the_combined_buffers() {
     // Compiled again (another process would do the same): a cache hit runs no tool at all.
     let before = prefix.log().len();
     let again = chain.compile(&config, &Host::default(), None).unwrap();
-    assert_eq!(again.compiled.dir, compiled.compiled.dir);
+    assert_eq!(again.dir(), compiled.dir());
     assert_eq!(prefix.log().len(), before, "a warm cache ran tools");
     // A different wiring is a different chain.
     let mut rewired = ChainBuilder::new("add_mul").unwrap();
@@ -154,7 +156,7 @@ fn a_chain_compiles_once_into_one_program_over_the_combined_buffers() {
         )
         .unwrap();
     let other = rewired.compile(&config, &Host::default(), None).unwrap();
-    assert_ne!(other.compiled.dir, compiled.compiled.dir);
+    assert_ne!(other.dir(), compiled.dir());
 }
 
 #[test]
@@ -163,7 +165,7 @@ fn under_hsa_the_chain_is_packed_into_kernel_hsaco() {
     let compiled = add_then_mul()
         .compile(&config(&prefix, "hsa", "npu2"), &Host::default(), None)
         .unwrap();
-    let hsaco = std::fs::read(compiled.compiled.dir.join("kernel.hsaco")).unwrap();
+    let hsaco = std::fs::read(compiled.dir().join("kernel.hsaco")).unwrap();
     let dump = npu_hsaco::dump(&npu_hsaco::parse(&hsaco).unwrap());
     assert!(dump.errors.is_empty(), "{:?}", dump.errors);
     assert!(
@@ -176,31 +178,161 @@ fn under_hsa_the_chain_is_packed_into_kernel_hsaco() {
 }
 
 #[test]
-fn npu1_and_other_formats_are_refused_before_any_tool_runs() {
+fn an_elf_on_npu1_and_a_format_the_runtime_does_not_load_are_refused_before_any_tool_runs() {
     let prefix = Prefix::new();
     let err = add_then_mul()
-        .compile(&config(&prefix, "xrt", "npu1"), &Host::default(), None)
-        .err()
-        .unwrap();
-    assert!(matches!(err, DriverError::ChainTarget { .. }), "{err}");
-    let message = err.to_string();
-    assert!(
-        message.contains("targets npu1") && message.contains("chains need npu2"),
-        "{message}"
-    );
-    let err = add_then_mul()
         .compile(
-            &config(&prefix, "xrt", "npu2"),
+            &config(&prefix, "xrt", "npu1"),
             &Host::default(),
-            Some(npu_target::OutputFormat::Xclbin),
+            Some(OutputFormat::Elf),
         )
         .err()
         .unwrap();
     assert!(
-        matches!(&err, DriverError::ChainInput { reason, .. } if reason.contains("one full ELF")),
+        matches!(err, DriverError::Format(FormatError::ElfOnNpu1)),
         "{err}"
     );
+    for runtime in ["xrt", "hsa"] {
+        let err = add_then_mul()
+            .compile(
+                &config(&prefix, runtime, "npu2"),
+                &Host::default(),
+                Some(OutputFormat::Pdi),
+            )
+            .err()
+            .unwrap();
+        assert!(
+            matches!(err, DriverError::Format(FormatError::NotAccepted { .. })),
+            "{err}"
+        );
+    }
     assert!(prefix.runs("air-opt").is_empty() && prefix.runs("aircc").is_empty());
+}
+
+/// On npu1 (xclbin) each op is compiled on its own, as a kernel is, and runs as its own
+/// dispatch; the ops' builds sit in `op<k>/` of one cache entry, described by `chain.json`.
+#[test]
+fn an_xclbin_chain_compiles_each_op_on_its_own() {
+    for runtime in ["xrt", "hsa"] {
+        let prefix = Prefix::new();
+        let config = config(&prefix, runtime, "npu1");
+        let chain = add_then_mul();
+        let compiled = chain.compile(&config, &Host::default(), None).unwrap();
+        assert_eq!(compiled.format, OutputFormat::Xclbin);
+        let Launches::PerOp(ops) = &compiled.launches else {
+            panic!("an xclbin chain runs op by op");
+        };
+        assert_eq!(ops.len(), 2);
+        assert_eq!(ops[0].arg_map, [0, 1, 2]);
+        assert_eq!(ops[1].arg_map, [2, 1, 3]);
+        assert_eq!(ops[0].compiled.symbol, "add_kernel");
+        assert_eq!(ops[1].compiled.symbol, "mul_kernel");
+        assert!(compiled.elf_path().is_none() && compiled.module_path().is_none());
+        assert!(!compiled.dir().join(MULTILAUNCH).exists());
+
+        // Two aircc runs, each an xclbin of one op's own module (one launch, its own grid).
+        let aircc = prefix.runs("aircc");
+        assert_eq!(aircc.len(), 2, "{aircc:?}");
+        let grids = [[4, 1, 1], [2, 1, 1]];
+        for (k, (args, _)) in aircc.iter().enumerate() {
+            assert!(
+                args.windows(2).any(|w| w == ["--output-format", "xclbin"]),
+                "{args:?}"
+            );
+            assert!(
+                args.windows(2).any(|w| w == ["--device", "npu1"]),
+                "{args:?}"
+            );
+            let (xclbin, insts) = &compiled.op_files()[k];
+            let code = std::fs::read(insts).unwrap();
+            let program = Program::decode(&code).unwrap();
+            assert_eq!(program.num_args, 3);
+            assert_eq!(program.grids(), [grids[k]]);
+            assert!(std::fs::read(xclbin).unwrap().starts_with(b"xclbin2"));
+            if runtime == "hsa" {
+                let hsaco = std::fs::read(xclbin.with_file_name("kernel.hsaco")).unwrap();
+                let dump = npu_hsaco::dump(&npu_hsaco::parse(&hsaco).unwrap());
+                assert!(
+                    dump.errors.is_empty()
+                        && dump.stdout.contains("arch section: aie2")
+                        && dump.stdout.contains("kind=PdiInsts"),
+                    "{}",
+                    dump.stdout
+                );
+            }
+        }
+
+        // What each op computes, run in order over the combined buffers: the hand-off flows
+        // through buffer 2.
+        let x = [1.0, -2.0, 3.0, 0.5, 8.0, -4.0];
+        let y = [0.5, 4.0, -1.0, 2.0, 0.25, 1.0];
+        let mut buffers = [f32s(&x), f32s(&y), vec![0u8; 24], vec![0u8; 24]];
+        for (op, (_, insts)) in ops.iter().zip(compiled.op_files()) {
+            let program = Program::decode(&std::fs::read(insts).unwrap()).unwrap();
+            let mut mine: Vec<Vec<u8>> = op.arg_map.iter().map(|&c| buffers[c].clone()).collect();
+            let mut views: Vec<&mut [u8]> = mine.iter_mut().map(Vec::as_mut_slice).collect();
+            program.execute(&mut views).unwrap();
+            for (&c, bytes) in op.arg_map.iter().zip(mine) {
+                buffers[c] = bytes;
+            }
+        }
+        let sum: Vec<f32> = x.iter().zip(&y).map(|(a, b)| a + b).collect();
+        let prod: Vec<f32> = sum.iter().zip(&y).map(|(a, b)| a * b).collect();
+        assert_eq!(floats(&buffers[3]), prod);
+
+        // The files alone describe the chain; a warm cache runs no tool.
+        let (from_files, num_args) = npu_driver::chain::ops_from_dir(compiled.dir()).unwrap();
+        assert_eq!(num_args, 4);
+        assert_eq!(
+            from_files
+                .iter()
+                .map(|o| o.arg_map.clone())
+                .collect::<Vec<_>>(),
+            ops.iter().map(|o| o.arg_map.clone()).collect::<Vec<_>>()
+        );
+        let before = prefix.log().len();
+        let again = chain.compile(&config, &Host::default(), None).unwrap();
+        assert_eq!(again.dir(), compiled.dir());
+        assert_eq!(prefix.log().len(), before, "a warm cache ran tools");
+    }
+}
+
+/// The stand-in aircc refuses a stitched (several-launch) module as xclbin or pdi: each launch
+/// is its own aie.device, and those formats hold one; the ELF of the same module is made.
+#[test]
+fn aircc_refuses_several_launches_as_one_xclbin_or_pdi() {
+    let prefix = Prefix::new();
+    let config = config(&prefix, "xrt", "npu2");
+    let text = add_then_mul()
+        .build_module_text(&config, &Host::default())
+        .unwrap();
+    let input = prefix.path().join("add_mul_multilaunch.mlir");
+    std::fs::write(&input, &text).unwrap();
+    let aircc = prefix.path().join("mlir-air/bin/aircc");
+    let run = |format: &str| {
+        std::process::Command::new(&aircc)
+            .current_dir(prefix.path())
+            .args(["--device", "npu2", "--output-format", format])
+            .arg(&input)
+            .output()
+            .unwrap()
+    };
+    for format in ["xclbin", "pdi"] {
+        let out = run(format);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{format}");
+        assert!(
+            stderr.contains("2 air.launch operations lower to 2 aie.device operations")
+                && stderr.contains(&format!("--output-format={format} holds one device")),
+            "{stderr}"
+        );
+    }
+    let out = run("elf");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -212,7 +344,7 @@ fn the_stitched_module_is_what_build_module_text_returns() {
     assert!(prefix.runs("aircc").is_empty());
     let compiled = chain.compile(&config, &Host::default(), None).unwrap();
     assert_eq!(
-        std::fs::read_to_string(compiled.compiled.dir.join(MULTILAUNCH)).unwrap(),
+        std::fs::read_to_string(compiled.dir().join(MULTILAUNCH)).unwrap(),
         text
     );
 }

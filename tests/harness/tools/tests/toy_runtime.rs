@@ -322,3 +322,76 @@ fn a_bare_pdi_is_refused_before_compiling_under_both_builtin_runtimes() {
     }
     assert!(prefix.runs("aircc").is_empty(), "nothing was compiled");
 }
+
+/// A chain under a runtime that loads bare PDIs: each op compiled on its own as a PDI with its
+/// instruction stream, and the ops dispatched in order through the same runner as XRT and HSA
+/// chains. The toy has no shared memory, so every buffer is the caller's: the hand-off buffer
+/// must come back from the first op for the second to read it.
+#[test]
+fn a_pdi_chain_runs_op_by_op_on_a_runtime_that_loads_pdis() {
+    use npu_driver::chain::{ChainBuilder, ChainRunner, Launches, RunRequest};
+    register_toy();
+    let prefix = Prefix::new();
+    let cache = prefix.path().join("cache");
+    let config = prefix.config(&[
+        ("AMD_TRITON_NPU_RUNTIME", "toy"),
+        ("AMD_TRITON_NPU_TARGET", "npu2"),
+        ("AMD_TRITON_NPU_CACHE_DIR", cache.to_str().unwrap()),
+    ]);
+    // tmp = x + y, then out = tmp * y: buffers x=0, y=1, tmp=2, out=3.
+    let mut chain = ChainBuilder::new("add_mul").unwrap();
+    let add = linalg_of("add_n.ttir");
+    let mul = linalg_of("mul_n.ttir");
+    chain
+        .add_op(&add, [4, 1, 1], &[(0, 0), (1, 1), (2, 2)], None, None)
+        .unwrap();
+    chain
+        .add_op(&mul, [2, 1, 1], &[(0, 2), (1, 1), (2, 3)], None, None)
+        .unwrap();
+    let host = Host::default();
+    let compiled = chain.compile(&config, &host, None).unwrap();
+    assert_eq!(compiled.format, OutputFormat::Pdi);
+    let aircc = prefix.runs("aircc");
+    assert_eq!(aircc.len(), 2);
+    assert!(
+        aircc
+            .iter()
+            .all(|(a, _)| a.join(" ").contains("--output-format pdi"))
+    );
+    for (pdi, insts) in compiled.op_files() {
+        assert!(pdi.ends_with("aie.pdi") && pdi.is_file() && insts.is_file());
+        assert!(pdi.with_file_name(TOY_PROGRAM).is_file());
+    }
+    let Launches::PerOp(_) = &compiled.launches else {
+        panic!("a pdi chain runs op by op");
+    };
+
+    let runner =
+        ChainRunner::open(&config, &host, "add_mul", &compiled.launches, Some(4), None).unwrap();
+    let x = [1.0, -2.0, 3.0, 0.5, 8.0, -4.0];
+    let y = [0.5, 4.0, -1.0, 2.0, 0.25, 1.0];
+    let (mut xb, mut yb, mut tmp, mut out) = (f32s(&x), f32s(&y), vec![0u8; 24], vec![0u8; 24]);
+    let bound = [
+        (0, arg(&mut xb)),
+        (1, arg(&mut yb)),
+        (2, arg(&mut tmp)),
+        (3, arg(&mut out)),
+    ];
+    let runs = TOY_RUNTIME.runs.load(Ordering::Relaxed);
+    runner
+        .run(&RunRequest {
+            bo_key: "k",
+            inputs: &[None, None, None, None],
+            bound: &bound,
+            static_indices: &[],
+            intermediate_indices: &[2],
+            outputs: &[(3, None)],
+            timeout: None,
+        })
+        .unwrap();
+    assert_eq!(TOY_RUNTIME.runs.load(Ordering::Relaxed), runs + 2);
+    let sum: Vec<f32> = x.iter().zip(&y).map(|(a, b)| a + b).collect();
+    let prod: Vec<f32> = sum.iter().zip(&y).map(|(a, b)| a * b).collect();
+    assert_eq!(floats(&tmp), sum);
+    assert_eq!(floats(&out), prod);
+}

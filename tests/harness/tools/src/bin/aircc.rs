@@ -180,6 +180,21 @@ fn main() {
             array.row_anchor
         ));
     }
+    // xclbin and pdi hold one device configuration, and air-to-aie makes each launch its own
+    // aie.device: aiecc writes every device's xclbin/PDI and instructions to the one name
+    // aircc passes it (mlir-air tools/aircc/aircc.cpp, `--xclbin-name=`/`--pdi-name=` and
+    // `--npu-insts-name=`; mlir-aie aiecc `process_xclbin_gen`, one xclbin per device), so
+    // all but one launch would be lost. Only the full ELF sequences several devices.
+    let launches = chain::launch_count(&module);
+    if matches!(format, "xclbin" | "pdi") && launches > 1 {
+        harness::fail(&format!(
+            "{input}: error: {launches} air.launch operations lower to {launches} aie.device \
+             operations, but --output-format={format} holds one device's configuration and \
+             instruction stream (every device would be written to the same {format} and \
+             insts.bin); use --output-format=elf (npu2), which loads each device in turn, or \
+             compile each launch on its own\nError running command: aiecc"
+        ));
+    }
     // The intermediates aircc saves.
     let base = Path::new(input)
         .file_name()
