@@ -206,8 +206,17 @@ impl Cache {
         let entries = open_checked(ENTRIES)?;
         let trash = open_checked(TRASH)?;
         // Lookups create lock files and builds create directories: fail now, with the
-        // directory's name, rather than at the first kernel launch.
-        tempfile::tempfile_in(root.join(STAGING)).map_err(|e| unusable(&root, e))?;
+        // directory's name, rather than at the first kernel launch. Asking the kernel whether
+        // this process may create files there (permissions, ACLs, a read-only mount) costs a
+        // path lookup; creating a probe file would cost an inode on every process's first
+        // launch.
+        rustix::fs::accessat(
+            rustix::fs::CWD,
+            root.join(STAGING),
+            rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK,
+            rustix::fs::AtFlags::EACCESS,
+        )
+        .map_err(|e| unusable(&root, e.into()))?;
         Ok(Cache {
             stats: StatsFile::new(&root),
             root,

@@ -111,6 +111,16 @@ fn find_device(config: &Config, host: &npu_driver::Host) -> Result<FoundDevice, 
     Err(unavailable.concat())
 }
 
+/// Opens `runtime` (default: the configured one) on a helper thread ahead of the first launch
+/// (`npu_driver::runtimes::open_in_background`); never raises and returns at once.
+#[pyfunction]
+#[pyo3(signature = (runtime=None, host=None))]
+fn open_runtime_in_background(runtime: Option<&str>, host: Option<&Bound<'_, PyDict>>) {
+    if let (Ok(config), Ok(host)) = (config_for(runtime), host_from(host)) {
+        npu_driver::runtimes::open_in_background(config, host);
+    }
+}
+
 /// `{"runtime", "name", "target", "arch", "columns", "probe", "error"}` for the NPU the
 /// probes find. `name` is `None` when no device was found, and `error` then says what each
 /// probe saw; `target`/`arch` are `None` for a device upstream's model table does not know.
@@ -152,5 +162,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(detect_npu_version, m)?)?;
     m.add_function(wrap_pyfunction!(output_format, m)?)?;
     m.add_function(wrap_pyfunction!(npu_device_info, m)?)?;
+    m.add_function(wrap_pyfunction!(open_runtime_in_background, m)?)?;
     Ok(())
 }

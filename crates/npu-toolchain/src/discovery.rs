@@ -462,21 +462,33 @@ pub fn find_peano(config: &Config, search: &SearchPaths) -> std::result::Result<
     })
 }
 
-/// `path size mtime` of each file of `paths` that exists, one per line: identifies installed
-/// tools for cache keys without running them.
+/// `path size mtime mode` of each file of `paths` (candidates in search order) that exists, one
+/// per line, up to the first executable file — the one discovery picks: later candidates
+/// cannot be picked while it stays, so a launch need not look at them. Identifies installed
+/// tools for cache keys without running them: installing one earlier in the order, replacing,
+/// removing or making executable the one picked (or one before it) changes the stamp.
 pub fn file_stamps<'a>(paths: impl IntoIterator<Item = &'a Path>) -> String {
-    paths
-        .into_iter()
-        .filter_map(|path| {
-            let meta = std::fs::metadata(path).ok()?;
-            let mtime = meta
-                .modified()
-                .ok()
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .map_or(0, |d| d.as_nanos());
-            Some(format!("{} {} {mtime}\n", path.display(), meta.len()))
-        })
-        .collect()
+    let mut out = String::new();
+    for path in paths {
+        let Ok(meta) = std::fs::metadata(path) else {
+            continue;
+        };
+        let mtime = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos());
+        let mode = meta.permissions().mode();
+        out.push_str(&format!(
+            "{} {} {mtime} {mode:o}\n",
+            path.display(),
+            meta.len()
+        ));
+        if meta.is_file() && mode & 0o111 != 0 {
+            break;
+        }
+    }
+    out
 }
 
 /// Candidate Peano roots, in search order.
@@ -1111,6 +1123,39 @@ pub(crate) mod tests {
         let absolute = config(&[("PATH", t.path().join("bin").display().to_string())]);
         assert!(find_air_tool("aircc", &absolute, &search).is_ok());
         assert!(find_triton_shared_opt(&absolute, &search).is_ok());
+    }
+
+    #[test]
+    fn stamps_stop_at_the_candidate_discovery_picks() {
+        let t = tempfile::tempdir().unwrap();
+        let [missing, plain, picked, later] =
+            ["missing", "plain", "picked", "later"].map(|n| t.path().join(n).join("air-opt"));
+        std::fs::create_dir_all(plain.parent().unwrap()).unwrap();
+        std::fs::write(&plain, "not a program").unwrap();
+        tool(&picked, "echo 'version 1'");
+        tool(&later, "echo 'version 2'");
+        let order = [&missing, &plain, &picked, &later];
+        let stamp = || file_stamps(order.iter().map(|p| p.as_path()));
+        let before = stamp();
+        // The non-executable file before the pick and the pick are stamped; nothing after it.
+        assert!(
+            before.contains(&format!("{} ", plain.display())),
+            "{before}"
+        );
+        assert!(
+            before.contains(&format!("{} ", picked.display())),
+            "{before}"
+        );
+        assert!(!before.contains(&later.display().to_string()), "{before}");
+        assert!(!before.contains(&missing.display().to_string()), "{before}");
+        // A change after the pick changes nothing; making an earlier file executable does
+        // (discovery would pick it now).
+        std::fs::write(&later, "#!/bin/sh\necho 'version 3'\n").unwrap();
+        assert_eq!(stamp(), before);
+        std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let after = stamp();
+        assert_ne!(after, before);
+        assert!(!after.contains(&picked.display().to_string()), "{after}");
     }
 
     #[test]

@@ -139,15 +139,19 @@ fn doc_comment(definition: &str) -> String {
 
 /// SHA-256 of the library's files: changes whenever a sequence does, so cache keys that
 /// include it never serve artifacts built with an older library.
-pub fn digest() -> String {
-    let mut h = Sha256::new();
-    for f in &FILES {
-        h.update(f.name.as_bytes());
-        h.update([0]);
-        h.update(f.text.as_bytes());
-        h.update([0]);
-    }
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+pub fn digest() -> &'static str {
+    // The library is compiled in: hashed once per process (every launch's cache key has it).
+    static DIGEST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    DIGEST.get_or_init(|| {
+        let mut h = Sha256::new();
+        for f in &FILES {
+            h.update(f.name.as_bytes());
+            h.update([0]);
+            h.update(f.text.as_bytes());
+            h.update([0]);
+        }
+        h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    })
 }
 
 #[cfg(test)]

@@ -116,6 +116,12 @@ class NPUDriver(HostMemoryDriver):
         from triton_npu.backend.launcher import make_launcher_cls
 
         self.launcher_cls = make_launcher_cls(self.runtime)
+        # The runtime's start-up (loading ROCr or XRT, the queue) overlaps the compile that
+        # comes before the first launch; nothing under compile_only, never an error here.
+        from triton_npu._host import facts
+        from triton_npu._loader import native
+
+        native().open_runtime_in_background(self.runtime, facts())
 
     @staticmethod
     def is_active() -> bool:
