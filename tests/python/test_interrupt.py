@@ -231,13 +231,20 @@ def _hanging_example(examples: Path, marker: Path) -> None:
     )
 
 
-def test_sigterm_stops_test_examples_with_status_143(tmp_path: Path):
+@pytest.mark.parametrize(
+    "entry",
+    # `python -m triton_npu`, and the installed native binary, which hands test-examples to
+    # the Python entry point beside it.
+    [[sys.executable, "-m", "triton_npu"], [str(Path(sys.executable).parent / "triton-npu")]],
+    ids=["module", "installed"],
+)
+def test_sigterm_stops_test_examples_with_status_143(tmp_path: Path, entry: list[str]):
     examples = tmp_path / "examples"
     marker = tmp_path / "pids"
     _hanging_example(examples, marker)
     env = harness_env(tmp_path, TMPDIR=str(tmp_path))
     child = subprocess.Popen(
-        [sys.executable, "-m", "triton_npu", "test-examples", str(examples)],
+        [*entry, "test-examples", str(examples)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
