@@ -54,10 +54,16 @@ def build() -> Path:
     raise SystemExit(f"triton-npu: cargo reported no {BINARY} executable")
 
 
-def stage(binary: Path) -> Path:
-    """Copies `binary` into the wheel's scripts folder (replacing any older one at once)."""
+def scripts_dir() -> Path:
+    """The wheel's scripts folder, created if missing."""
     scripts = DATA / "scripts"
     scripts.mkdir(parents=True, exist_ok=True)
+    return scripts
+
+
+def stage(binary: Path) -> Path:
+    """Copies `binary` into the wheel's scripts folder (replacing any older one at once)."""
+    scripts = scripts_dir()
     staged = scripts / BINARY
     partial = scripts / f".{BINARY}.partial"
     shutil.copy2(binary, partial)
