@@ -238,7 +238,12 @@ def _hanging_example(examples: Path, marker: Path) -> None:
     [[sys.executable, "-m", "triton_npu"], [str(Path(sys.executable).parent / "triton-npu")]],
     ids=["module", "installed"],
 )
-def test_sigterm_stops_test_examples_with_status_143(tmp_path: Path, entry: list[str]):
+@pytest.mark.parametrize(
+    ("signum", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)], ids=["TERM", "INT"]
+)
+def test_a_signal_stops_test_examples_with_its_status(
+    tmp_path: Path, entry: list[str], signum: int, status: int
+):
     examples = tmp_path / "examples"
     marker = tmp_path / "pids"
     _hanging_example(examples, marker)
@@ -254,9 +259,9 @@ def test_sigterm_stops_test_examples_with_status_143(tmp_path: Path, entry: list
     while not marker.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert marker.exists(), "the example never started"
-    child.send_signal(signal.SIGTERM)
+    child.send_signal(signum)
     out, _ = _finish(child, timeout=60)
-    assert child.returncode == 143, out
+    assert child.returncode == status, out
     assert "INTERRUPTED" in out
     _assert_gone([int(p) for p in marker.read_text().split()])
 
