@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 CARGO ?= cargo
 
-.PHONY: demo test venv develop harness bench trials lint rust-test python-test fmt doctor clean redis-server uuid-dev
+.PHONY: demo test venv develop stage-cli wheel harness bench trials lint rust-test python-test fmt doctor clean redis-server uuid-dev
 
 include mk/xrt.mk
 
@@ -27,15 +27,30 @@ $(VENV)/.installed: pyproject.toml Makefile
 		redis iree-base-compiler
 	touch $@
 
-## develop: build the native module (release) and the XRT shim (when XRT headers are found),
-## and install the package into .venv. The shim goes to python/triton_npu/lib/, where the
-## XRT runtime looks for it and from where wheels include it.
-develop: venv xrt-shim
+## develop: build the native module (release), the standalone `triton-npu` binary and the
+## XRT shim (when XRT headers are found), and install the package into .venv. The shim goes to
+## python/triton_npu/lib/, where the XRT runtime looks for it and from where wheels include
+## it; the binary to target/wheel-data/scripts/, from where wheels carry it into bin/
+## (maturin builds the extension only: the binary is staged first, as `pip install .` does).
+develop: venv xrt-shim stage-cli
 	mkdir -p python/triton_npu/lib
 	if [ -f target/xrt-shim/libtriton_npu_xrt.so ]; then \
 		cp target/xrt-shim/libtriton_npu_xrt.so python/triton_npu/lib/; fi
 	VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(VENV))/bin:$$PATH \
 		$(VENV)/bin/maturin develop --release -q
+	@test -x $(VENV)/bin/triton-npu && head -c4 $(VENV)/bin/triton-npu | grep -q ELF || { \
+		echo "make develop: $(VENV)/bin/triton-npu is not the native binary" >&2; exit 1; }
+
+## stage-cli: build the standalone `triton-npu` binary into target/wheel-data/scripts/.
+stage-cli: venv
+	$(PY) scripts/build_backend/stage_cli.py
+
+## wheel: the wheel (target/wheels/), with the native module, the binary and the XRT shim.
+wheel: venv xrt-shim stage-cli
+	mkdir -p python/triton_npu/lib
+	if [ -f target/xrt-shim/libtriton_npu_xrt.so ]; then \
+		cp target/xrt-shim/libtriton_npu_xrt.so python/triton_npu/lib/; fi
+	$(VENV)/bin/maturin build --release -q
 
 ## harness: build the conformance harness into target/harness (tests only).
 harness: uuid-dev
@@ -81,6 +96,7 @@ BENCH_TARGETS := $(foreach f,$(wildcard crates/*/benches/*.rs tests/harness/*/be
 bench: develop harness
 	set -o pipefail && $(CARGO) bench -q $(BENCH_TARGETS) 2>&1 | tee target/bench.log | grep '^BENCH'
 	$(PY) benches/triton_cache_bench.py
+	$(PY) benches/cli_start_bench.py
 	set -a && . target/harness/env.sh && set +a && $(PY) benches/launch_bench.py
 
 ## trials: the reliability trials (concurrency, SIGKILL mid-build, cache corruption, bad

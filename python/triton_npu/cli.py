@@ -1,4 +1,7 @@
-"""The ``triton-npu`` console script: runs the Rust command line in this process."""
+"""The Python entry point of the ``triton-npu`` commands: runs the Rust command line in this
+process. It is ``python -m triton_npu`` and the console script ``triton-npu-python``, to which
+the installed ``triton-npu`` binary hands doctor, compile, run and test-examples (they need
+this interpreter's facts and, for the remote kernel cache, its objects)."""
 
 from __future__ import annotations
 

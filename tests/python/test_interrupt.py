@@ -231,13 +231,25 @@ def _hanging_example(examples: Path, marker: Path) -> None:
     )
 
 
-def test_sigterm_stops_test_examples_with_status_143(tmp_path: Path):
+@pytest.mark.parametrize(
+    "entry",
+    # `python -m triton_npu`, and the installed native binary, which hands test-examples to
+    # the Python entry point beside it.
+    [[sys.executable, "-m", "triton_npu"], [str(Path(sys.executable).parent / "triton-npu")]],
+    ids=["module", "installed"],
+)
+@pytest.mark.parametrize(
+    ("signum", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)], ids=["TERM", "INT"]
+)
+def test_a_signal_stops_test_examples_with_its_status(
+    tmp_path: Path, entry: list[str], signum: int, status: int
+):
     examples = tmp_path / "examples"
     marker = tmp_path / "pids"
     _hanging_example(examples, marker)
     env = harness_env(tmp_path, TMPDIR=str(tmp_path))
     child = subprocess.Popen(
-        [sys.executable, "-m", "triton_npu", "test-examples", str(examples)],
+        [*entry, "test-examples", str(examples)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -247,9 +259,9 @@ def test_sigterm_stops_test_examples_with_status_143(tmp_path: Path):
     while not marker.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert marker.exists(), "the example never started"
-    child.send_signal(signal.SIGTERM)
+    child.send_signal(signum)
     out, _ = _finish(child, timeout=60)
-    assert child.returncode == 143, out
+    assert child.returncode == status, out
     assert "INTERRUPTED" in out
     _assert_gone([int(p) for p in marker.read_text().split()])
 

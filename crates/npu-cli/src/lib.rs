@@ -14,6 +14,7 @@ pub mod config;
 pub mod doctor;
 pub mod hsaco;
 pub mod model_scripts;
+pub mod python_entry;
 pub mod run;
 pub mod test_examples;
 pub mod transform;
@@ -21,7 +22,8 @@ pub mod transform;
 /// Facts about the calling environment that Rust cannot learn by itself.
 #[derive(Debug, Clone, Default)]
 pub struct Host {
-    /// Set when running inside Python (the console script or `python -m triton_npu`).
+    /// Set when running inside Python (the console script `triton-npu-python`, to which the
+    /// installed `triton-npu` hands the commands that need it, or `python -m triton_npu`).
     pub python: Option<PythonHost>,
 }
 
