@@ -502,3 +502,55 @@ def test_a_launching_process_opens_its_runtime_once(runtime: str, tmp_path: Path
         assert running["initialisations"] == 1, running
     else:
         assert running["devices_opened"] == 1, running
+
+
+OPENED_BY = {"hsa": "initialisations", "xrt": "devices_opened"}
+
+
+@pytest.mark.parametrize("runtime", ["hsa", "xrt"])
+def test_a_new_driver_opens_its_runtime_before_the_first_launch(runtime: str, tmp_path: Path):
+    # Opening the runtime (loading ROCr or XRT, initialising it, the queue) used to start at
+    # the first launch and add to it; it now starts on a helper thread when the driver is
+    # created, while the kernel compiles, and the launch uses that same runtime.
+    running, _ = device_state_around(
+        """
+        import time
+        key = {"hsa": "initialisations", "xrt": "devices_opened"}[sys.argv[1]]
+        deadline = time.monotonic() + 20
+        while device_state()[key] == 0 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        before = device_state()[key]
+        x, y, out = torch.randn(N), torch.randn(N), torch.zeros(N)
+        add_kernel[(1,)](x, y, out, 8, BLOCK=4096)
+        assert torch.equal(out[:8], (x + y)[:8])
+        print(json.dumps({"running": {"before": before, "after": device_state()[key]}}),
+              flush=True)
+        """,
+        runtime,
+        tmp_path,
+    )
+    assert running == {"before": 1, "after": 1}, running
+
+
+@pytest.mark.parametrize("runtime", ["hsa", "xrt"])
+def test_a_compile_only_driver_never_opens_its_runtime(runtime: str, tmp_path: Path):
+    # The target is given: without it, detecting it would ask the device (hsa_init and
+    # hsa_shut_down; a device open under XRT), as upstream does.
+    env = harness_env(tmp_path, AMD_TRITON_NPU_COMPILE_ONLY="1", AMD_TRITON_NPU_TARGET="npu2")
+    lines = run_script(
+        EXIT_PROBE
+        + KERNELS
+        + textwrap.dedent(
+            """
+            import time
+            x, y, out = torch.randn(N), torch.randn(N), torch.zeros(N)
+            add_kernel[(1,)](x, y, out, 8, BLOCK=4096)
+            time.sleep(0.5)  # a helper thread, had one started, would have opened it by now
+            print(json.dumps({"running": device_state()}), flush=True)
+            """
+        ),
+        runtime,
+        env,
+    )
+    running = next(r["running"] for r in lines if "running" in r)
+    assert running[OPENED_BY[runtime]] == 0, running
