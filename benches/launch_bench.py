@@ -34,9 +34,9 @@ Figures, per runtime:
   harness device's time for that dispatch (reported beside it: a design's first run costs the
   software device more than later ones), min/median/max over FIRST_LAUNCH_RUNS processes;
 * cold first launch: the backend's part with an empty NPU cache (min/median/max over as many
-  processes), and, in as many other processes with the driver's debug log on, that part minus
-  the device's time and the time the tools ran (the stand-in tools' wall time, from the log of each tool's end; the
-  log's forwarding to Python is counted as ours there, so that figure is slightly high).
+  processes), and that part minus the device's time and the time the tools ran (the stand-in
+  tools' wall time, start to exit, as the new cache entry's manifest records it for its
+  build), per process.
 
 Run through `make bench` (which builds the harness); the harness environment must be set.
 """
@@ -102,7 +102,7 @@ WORKER = (
     TIMING
     + textwrap.dedent(
         """
-    import json, logging, re, statistics, sys
+    import json, os, statistics, sys
     import torch, triton, triton.language as tl
     from triton_npu import NPUDriver
     from triton_npu._loader import native
@@ -120,33 +120,25 @@ WORKER = (
 
     runtime, mode = sys.argv[1], sys.argv[2]
 
-    class ToolTime(logging.Handler):
-        # The driver logs every tool's end at debug level with its wall time (elapsed_s=...).
-        seconds = 0.0
-        def emit(self, record):
-            m = re.search(r"elapsed_s=([0-9.eE+-]+)", record.getMessage())
-            if m:
-                ToolTime.seconds += float(m.group(1))
-
-    if mode == "cold":
-        logging.getLogger("triton_npu").addHandler(ToolTime())
-        logging.getLogger("triton_npu").setLevel(logging.DEBUG)
-        native().set_log_level("debug")
-
     triton.runtime.driver.set_active(NPUDriver(runtime))
     N = 16
     x, y, out = torch.rand(N), torch.rand(N), torch.empty(N)
     t0 = time.perf_counter()
     add_kernel.warmup(x, y, out, N, BLOCK=16, grid=(1,))  # Triton's part: frontend or its cache
     t1 = time.perf_counter()
-    ToolTime.seconds = 0.0  # triton-shared-opt ran in Triton's part; the backend's tools follow
     k = add_kernel[(1,)](x, y, out, N, BLOCK=16)  # ours: launcher, NPU cache, load, dispatch
     t2 = time.perf_counter()
     # The harness device's time for that first dispatch (its first run of a design costs it
     # more than later ones), as the runtime measured it: device time, not the backend's.
     result = {{"triton_first_ms": (t1 - t0) * 1e3, "backend_first_ms": (t2 - t1) * 1e3,
-               "tools_ms": ToolTime.seconds * 1e3,
                "device_first_ms": native().last_dispatch()[1] * 1e3}}
+    if mode == "cold":
+        # The entry's manifest records its build's time and the part its tools took (the
+        # stand-in tools' wall time, start to exit; triton-shared-opt ran in Triton's part).
+        entry = os.path.dirname(k._run.npu_cache_dir.rstrip("/"))
+        with open(os.path.join(entry, "manifest.json")) as f:
+            build = json.load(f)["build"]
+        result["tools_ms"] = build["tools_us"] / 1e3
 
     if mode in ("warm", "noop", "noop-3"):
         head = (1, 1, 1, None, k.function, k.packed_metadata, None, None, None)
@@ -329,27 +321,23 @@ def main() -> int:
             env["TRITON_CACHE_DIR"] = os.path.join(tmp, runtime, "triton")
             # First launches, each in a new process: warm ones on the cache the first cold
             # run filled; cold ones on an empty NPU cache each (Triton's own cache stays warm:
-            # its part is not the backend's). The tools' wall time comes from the driver's
-            # debug log, whose forwarding to Python's logging costs time of its own: the
-            # backend's total is taken from cold runs made without it, and the part that is
-            # not the tools' from the runs with it (their total minus their tools, per run:
-            # tool times vary too much between processes to subtract across them).
+            # its part is not the backend's). The tools' wall time of a cold run is what its
+            # cache entry's manifest records for the build, subtracted per run (tool times
+            # vary too much between processes to subtract across them).
             run([script, runtime, "cold"], env)  # fills the cache the warm runs use
             warm = run([script, runtime, "warm"], env)
-            firsts = {k: [] for k in ("warm", "warm-device", "cold", "cold-quiet", "tools", "ours")}
+            firsts = {k: [] for k in ("warm", "warm-device", "cold", "tools", "ours")}
             for i in range(FIRST_LAUNCH_RUNS):
                 got = run([script, runtime, "first"], env)
                 firsts["warm"].append(got["backend_first_ms"] - got["device_first_ms"])
                 firsts["warm-device"].append(got["device_first_ms"])
-                for mode in ("cold", "cold-quiet"):
-                    fresh = {**env, "AMD_TRITON_NPU_CACHE_DIR": os.path.join(tmp, f"{mode}{i}")}
-                    got = run([script, runtime, mode], fresh)
-                    firsts[mode].append(got["backend_first_ms"])
-                    if mode == "cold":
-                        firsts["tools"].append(got["tools_ms"])
-                        firsts["ours"].append(
-                            got["backend_first_ms"] - got["tools_ms"] - got["device_first_ms"]
-                        )
+                fresh = {**env, "AMD_TRITON_NPU_CACHE_DIR": os.path.join(tmp, f"cold{i}")}
+                got = run([script, runtime, "cold"], fresh)
+                firsts["cold"].append(got["backend_first_ms"])
+                firsts["tools"].append(got["tools_ms"])
+                firsts["ours"].append(
+                    got["backend_first_ms"] - got["tools_ms"] - got["device_first_ms"]
+                )
             firsts = {k: sorted(v) for k, v in firsts.items()}
             noop_env = noop_environment(tmp, runtime, env)
             noop = run([script, runtime, "noop"], noop_env)
@@ -383,7 +371,7 @@ def main() -> int:
             print(
                 f"BENCH first_launch_warm_cache_triton_{runtime} {warm['triton_first_ms']:.2f} ms"
             )
-            three(f"first_launch_cold_backend_{runtime}", firsts["cold-quiet"], "ms")
+            three(f"first_launch_cold_backend_{runtime}", firsts["cold"], "ms")
             three(f"first_launch_cold_stand_in_tools_{runtime}", firsts["tools"], "ms")
             three(f"first_launch_cold_backend_excluding_tools_{runtime}", firsts["ours"], "ms")
     return 0

@@ -20,7 +20,7 @@ use crate::location::{
     root_remedy,
 };
 use crate::lock::{FileLock, Patience, Waited};
-use crate::manifest::{DATA_DIR, MANIFEST_FILE, Manifest};
+use crate::manifest::{BuildTimes, DATA_DIR, MANIFEST_FILE, Manifest};
 use crate::remote::{self, RemoteSettings};
 use crate::stats::{Counters, Pending, StatsFile};
 
@@ -418,11 +418,17 @@ impl Cache {
 
         tracing::info!("building cache entry {label}");
         let started = Instant::now();
+        let tools_before = npu_process::tool_time_on_this_thread();
         build(&data).map_err(|source| CacheError::Build {
             key: key.clone(),
             label: label.to_owned(),
             source,
         })?;
+        let micros = |d: std::time::Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        let times = BuildTimes {
+            total_us: micros(started.elapsed()),
+            tools_us: micros(npu_process::tool_time_on_this_thread().saturating_sub(tools_before)),
+        };
 
         let sealed = entry::seal(&data, label).map_err(widen)?;
         let build_id = staging
@@ -433,7 +439,8 @@ impl Cache {
             .unwrap_or_default()
             .to_owned();
         let (files, contents): (Vec<_>, Vec<_>) = sealed.into_iter().unzip();
-        let manifest = Manifest::new(key, inputs, build_id, files);
+        let mut manifest = Manifest::new(key, inputs, build_id, files);
+        manifest.build = Some(times);
         let manifest_path = staging.path().join(MANIFEST_FILE);
         let text = serde_json::to_vec_pretty(&manifest).map_err(|e| {
             widen(CacheError::Io {

@@ -84,7 +84,9 @@ pub use key::{Inputs, KERNEL_NAME_INPUT, Key, TOOL_INPUT_PREFIX, VERSION_INPUT};
 pub use location::{Location, resolve as resolve_location};
 pub use lock::Holder;
 pub use maintenance::{CacheStats, EntryInfo, Removal, Verification};
-pub use manifest::{DATA_DIR, FileRecord, InputSummary, MANIFEST_FILE, MANIFEST_SCHEMA, Manifest};
+pub use manifest::{
+    BuildTimes, DATA_DIR, FileRecord, InputSummary, MANIFEST_FILE, MANIFEST_SCHEMA, Manifest,
+};
 pub use remote::{Remote, RemoteLink, RemoteSettings};
 pub use stats::Counters;
 

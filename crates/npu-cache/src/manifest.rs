@@ -39,6 +39,19 @@ pub struct Manifest {
     pub tools: BTreeMap<String, String>,
     /// Every file under `data/`, in path order.
     pub files: Vec<FileRecord>,
+    /// How long the build took, and how much of that was spent waiting for tools (absent in
+    /// entries of earlier versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<BuildTimes>,
+}
+
+/// The duration of an entry's build, in microseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct BuildTimes {
+    /// The whole build (the builder's work, tools included).
+    pub total_us: u64,
+    /// The tools it ran (air-opt, aircc, `--version` probes), start to exit.
+    pub tools_us: u64,
 }
 
 /// One input of the key.
@@ -90,6 +103,7 @@ impl Manifest {
                 })
                 .collect(),
             files,
+            build: None,
         }
     }
 

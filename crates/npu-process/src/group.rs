@@ -21,10 +21,40 @@
 //! children to another group or session (`setsid`) takes them out of our reach.
 
 use std::io;
+use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
-use rustix::process::{Pid, Signal, WaitId, WaitIdOptions};
+use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::process::{Pid, PidfdFlags, Signal, WaitId, WaitIdOptions};
+
+/// A handle that becomes readable when the child `pid` exits (a pidfd, Linux 5.3+), so that a
+/// wait for it ends the moment it does; `None` where the kernel offers none.
+pub fn exit_notifier(pid: libc::pid_t) -> Option<OwnedFd> {
+    rustix::process::pidfd_open(Pid::from_raw(pid)?, PidfdFlags::empty()).ok()
+}
+
+/// Waits at most `timeout` for the child behind `notifier` to exit, returning as soon as it
+/// does; without a notifier, sleeps `timeout`. A tool that ends between two checks of a
+/// sleeping wait is noticed up to a whole pause late — per tool, per compile.
+pub fn wait_exit(notifier: Option<&OwnedFd>, timeout: Duration) {
+    let Some(fd) = notifier else {
+        std::thread::sleep(timeout);
+        return;
+    };
+    let limit = Timespec {
+        tv_sec: i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX),
+        tv_nsec: i64::from(timeout.subsec_nanos()),
+    };
+    let mut fds = [PollFd::new(fd, PollFlags::IN)];
+    match rustix::event::poll(&mut fds, Some(&limit)) {
+        // Ended, timed out, or interrupted by a signal: the caller checks again.
+        Ok(_) | Err(rustix::io::Errno::INTR) => {}
+        // Cannot happen for a valid pidfd; never spin on it.
+        Err(_) => std::thread::sleep(timeout),
+    }
+}
 
 /// Whether the process has exited, without reaping it (so its pid stays reserved).
 pub fn exited_unreaped(pid: libc::pid_t) -> io::Result<bool> {
@@ -102,5 +132,39 @@ impl Watchdog {
     pub(crate) fn finish(mut self) {
         kill_group(self.pgid());
         let _ = self.child.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    #[test]
+    fn a_wait_ends_when_the_child_exits_not_at_its_limit() {
+        let mut child = Command::new("true").spawn().unwrap();
+        let pid = child.id() as libc::pid_t;
+        let notifier = exit_notifier(pid).expect("a pidfd (Linux 5.3+)");
+        let start = Instant::now();
+        wait_exit(Some(&notifier), Duration::from_secs(60));
+        // A sleeping wait would take its whole minute.
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{:?}",
+            start.elapsed()
+        );
+        assert!(exited_unreaped(pid).unwrap());
+        child.wait().unwrap();
+    }
+
+    #[test]
+    fn a_wait_for_a_running_child_ends_at_its_limit() {
+        let mut child = Command::new("sleep").arg("60").spawn().unwrap();
+        let pid = child.id() as libc::pid_t;
+        let notifier = exit_notifier(pid).expect("a pidfd (Linux 5.3+)");
+        wait_exit(Some(&notifier), Duration::from_millis(10));
+        assert!(!exited_unreaped(pid).unwrap());
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 }

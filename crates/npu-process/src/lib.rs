@@ -42,7 +42,7 @@ pub mod text;
 pub use interrupt::Interrupted;
 pub use run::{
     CAPTURE_LIMIT, Echo, Failure, Finished, Observer, Output, Quiet, RunError, TAIL_LINES,
-    ToolCommand,
+    ToolCommand, tool_time_on_this_thread,
 };
 pub use start::{
     Exhaustion, StartError, StartProblem, describe_io, exhaustion, set_open_file_limit,

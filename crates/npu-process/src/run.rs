@@ -40,6 +40,17 @@ pub const TAIL_LINES: usize = 40;
 /// The longest pause between two looks at a running tool (and two interruption checks).
 const POLL: Duration = Duration::from_millis(50);
 
+thread_local! {
+    /// The wall time of every tool this thread has run (start to reaped exit).
+    static TOOL_TIME: std::cell::Cell<Duration> = const { std::cell::Cell::new(Duration::ZERO) };
+}
+
+/// The wall time of all the tools the calling thread has run so far: the difference across a
+/// piece of work is the part of it spent waiting for tools (builds record it).
+pub fn tool_time_on_this_thread() -> Duration {
+    TOOL_TIME.with(std::cell::Cell::get)
+}
+
 /// Called while a tool runs: with each new chunk of output (to stream it in debug mode) and
 /// on every poll (to draw progress).
 pub trait Observer {
@@ -330,6 +341,7 @@ impl ToolCommand {
         };
         let pid = child.id() as libc::pid_t;
         let pgid = watchdog.as_ref().map_or(pid, Watchdog::pgid);
+        let exited = group::exit_notifier(pid);
 
         let mut pause = Duration::from_millis(1);
         let ended = loop {
@@ -347,7 +359,7 @@ impl ToolCommand {
             }
             forward(&sink, &mut offset, observer);
             observer.tick();
-            std::thread::sleep(pause.min(deadline - now));
+            group::wait_exit(exited.as_ref(), pause.min(deadline - now));
             pause = (pause * 2).min(POLL);
         };
         // Whatever is left in the group goes too: helpers of a tool that exited, or the whole
@@ -364,6 +376,7 @@ impl ToolCommand {
         forward(&sink, &mut offset, observer);
         let tail = tail_of(&sink, first, offset, TAIL_LINES);
         let elapsed = started.elapsed();
+        TOOL_TIME.with(|t| t.set(t.get() + elapsed));
         tracing::debug!(
             tool = %self.tool,
             elapsed_s = elapsed.as_secs_f64(),
