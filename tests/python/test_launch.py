@@ -508,28 +508,77 @@ OPENED_BY = {"hsa": "initialisations", "xrt": "devices_opened"}
 
 
 @pytest.mark.parametrize("runtime", ["hsa", "xrt"])
-def test_a_new_driver_opens_its_runtime_before_the_first_launch(runtime: str, tmp_path: Path):
+def test_compiling_opens_the_runtime_before_the_first_launch(runtime: str, tmp_path: Path):
     # Opening the runtime (loading ROCr or XRT, initialising it, the queue) used to start at
-    # the first launch and add to it; it now starts on a helper thread when the driver is
-    # created, while the kernel compiles, and the launch uses that same runtime.
+    # the first launch and add to it; it now starts on a helper thread when a kernel compiles,
+    # and the launch uses that same runtime. Creating the driver alone opens nothing.
     running, _ = device_state_around(
         """
         import time
         key = {"hsa": "initialisations", "xrt": "devices_opened"}[sys.argv[1]]
+        time.sleep(0.3)
+        after_driver = device_state()[key]
+        x, y, out = torch.randn(N), torch.randn(N), torch.zeros(N)
+        add_kernel.warmup(x, y, out, 8, BLOCK=4096, grid=(1,))
         deadline = time.monotonic() + 20
         while device_state()[key] == 0 and time.monotonic() < deadline:
             time.sleep(0.005)
         before = device_state()[key]
-        x, y, out = torch.randn(N), torch.randn(N), torch.zeros(N)
         add_kernel[(1,)](x, y, out, 8, BLOCK=4096)
         assert torch.equal(out[:8], (x + y)[:8])
-        print(json.dumps({"running": {"before": before, "after": device_state()[key]}}),
-              flush=True)
+        print(json.dumps({"running": {"after_driver": after_driver, "before": before,
+                                      "after": device_state()[key]}}), flush=True)
         """,
         runtime,
         tmp_path,
     )
-    assert running == {"before": 1, "after": 1}, running
+    assert running == {"after_driver": 0, "before": 1, "after": 1}, running
+
+
+@pytest.mark.parametrize("runtime", ["hsa", "xrt"])
+def test_a_child_forked_after_the_runtime_opened_is_refused_and_the_parent_goes_on(
+    runtime: str, tmp_path: Path
+):
+    # ROCr and XRT cannot be shared across fork: the child would use its parent's queue and
+    # device (or wait forever for the lock of an open in progress). It gets an error that says
+    # so; a driver created before the fork and never used opens the runtime in the child.
+    lines = run_script(
+        KERNELS
+        + textwrap.dedent(
+            """
+            import json, os
+            x, y = torch.randn(N), torch.randn(N)
+            out = torch.zeros(N)
+            add_kernel[(1,)](x, y, out, 8, BLOCK=4096)
+            read, write = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(read)
+                try:
+                    add_kernel[(1,)](x, y, torch.zeros(N), 8, BLOCK=4096)
+                    message = "launched"
+                except Exception as e:
+                    message = f"{type(e).__name__}: {e}"
+                os.write(write, message.encode())
+                os._exit(0)
+            os.close(write)
+            child = b""
+            while chunk := os.read(read, 65536):
+                child += chunk
+            os.waitpid(pid, 0)
+            out2 = torch.zeros(N)
+            add_kernel[(1,)](x, y, out2, 8, BLOCK=4096)
+            print(json.dumps({"child": child.decode(),
+                              "parent": bool(torch.equal(out2[:8], (x + y)[:8]))}))
+            """
+        ),
+        runtime,
+        harness_env(tmp_path),
+    )
+    result = lines[-1]
+    assert result["parent"], result
+    assert "forked from process" in result["child"], result
+    assert "cannot be shared across fork" in result["child"], result
 
 
 @pytest.mark.parametrize("runtime", ["hsa", "xrt"])

@@ -17,6 +17,7 @@ pub mod backend;
 pub mod error;
 pub mod hsa;
 pub mod launch;
+mod opener;
 pub mod raw;
 pub mod registry;
 pub mod runtime;

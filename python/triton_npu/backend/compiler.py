@@ -84,6 +84,21 @@ def _toolchain_fingerprint() -> str:
         return f"unavailable:{type(e).__name__}"
 
 
+def _open_runtime_ahead() -> None:
+    """Has the active NPU driver start opening its runtime (see
+    ``NPUDriver.open_runtime_ahead``); nothing when the active driver is not ours."""
+    try:
+        from triton.runtime import driver
+
+        from triton_npu.backend.driver import NPUDriver
+
+        active = driver.active
+    except Exception:  # noqa: BLE001 - only an optimisation: the launch opens the runtime
+        return
+    if isinstance(active, NPUDriver):
+        active.open_runtime_ahead()
+
+
 class NPUBackend(BaseBackend):
     binary_ext = "ttsharedir"
 
@@ -97,6 +112,11 @@ class NPUBackend(BaseBackend):
     def hash(self) -> str:
         from triton_npu import __version__
 
+        # Triton asks for this at the start of every compile: the process is about to launch
+        # an NPU kernel, so its runtime can start opening now, alongside the compile. (Not when
+        # the driver is created: a process may create it and then fork workers, and the NPU
+        # runtimes cannot be shared across fork.)
+        _open_runtime_ahead()
         return f"triton-npu-{__version__}-codegen{CODEGEN_VERSION}-{_toolchain_fingerprint()}"
 
     def parse_options(self, opts: dict) -> NPUOptions:

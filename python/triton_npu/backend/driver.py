@@ -116,8 +116,16 @@ class NPUDriver(HostMemoryDriver):
         from triton_npu.backend.launcher import make_launcher_cls
 
         self.launcher_cls = make_launcher_cls(self.runtime)
-        # The runtime's start-up (loading ROCr or XRT, the queue) overlaps the compile that
-        # comes before the first launch; nothing under compile_only, never an error here.
+        self._opening = False
+
+    def open_runtime_ahead(self) -> None:
+        """Starts opening this driver's runtime (loading ROCr or XRT, initialising it, the
+        queue) on a helper thread, so that it overlaps the compile before the first launch.
+        Called when a kernel compiles for it; once per driver, nothing under ``compile_only``,
+        never an error (the launch opens the runtime and reports why it cannot)."""
+        if self._opening:
+            return
+        self._opening = True
         from triton_npu._host import facts
         from triton_npu._loader import native
 

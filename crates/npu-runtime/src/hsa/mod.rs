@@ -92,20 +92,28 @@ impl HsaRuntime {
         config: &Config,
         site_packages: &[PathBuf],
     ) -> Result<&'static HsaRuntime, RuntimeError> {
+        crate::opener::HSA.usable()?;
         if let Some(runtime) = GLOBAL.get() {
             return Ok(runtime);
         }
+        crate::opener::HSA.begin();
         let _guard = lock(&GLOBAL_INIT);
         if let Some(runtime) = GLOBAL.get() {
             return Ok(runtime);
         }
-        let runtime = HsaRuntime::open(config, site_packages)?;
-        Ok(GLOBAL.get_or_init(|| runtime))
+        match HsaRuntime::open(config, site_packages) {
+            Ok(runtime) => Ok(GLOBAL.get_or_init(|| runtime)),
+            Err(e) => {
+                crate::opener::HSA.failed();
+                Err(e)
+            }
+        }
     }
 
-    /// The process's runtime if [`HsaRuntime::global`] has opened it.
+    /// The process's runtime if [`HsaRuntime::global`] has opened it (in this process: one
+    /// inherited across fork is not this process's to use or release).
     pub fn global_if_open() -> Option<&'static HsaRuntime> {
-        GLOBAL.get()
+        GLOBAL.get().filter(|_| crate::opener::HSA.owns())
     }
 
     /// A new runtime over the ROCr that discovery finds. Prefer [`HsaRuntime::global`]: the
@@ -277,6 +285,7 @@ impl Runtime for HsaRuntime {
     }
 
     fn load(&self, artifact: &Artifact) -> Result<Program, RuntimeError> {
+        crate::opener::HSA.usable()?;
         let refuse = |kernel: String, what: &str| RuntimeError::Load {
             kernel,
             reason: format!(
@@ -318,10 +327,18 @@ impl Runtime for HsaRuntime {
     }
 
     fn release(&self, program: &Program) {
+        // Inherited across fork: the parent's to release, not ours.
+        if crate::opener::HSA.usable().is_err() {
+            return;
+        }
         lock(&self.programs).retain(|_, p| !p.same(program));
     }
 
     fn release_all(&self) {
+        // Inherited across fork: the parent's to release, not ours.
+        if crate::opener::HSA.usable().is_err() {
+            return;
+        }
         // A dispatch still waiting on another thread keeps the queue: the end of the process
         // must not wait on a device that may hang.
         match self.dispatcher.try_lock() {
@@ -335,6 +352,7 @@ impl Runtime for HsaRuntime {
     }
 
     fn alloc_shared(&self, len: usize) -> Result<Box<dyn SharedBuffer>, RuntimeError> {
+        crate::opener::HSA.usable()?;
         if len == 0 {
             return Err(RuntimeError::Call {
                 call: "alloc_shared".into(),
@@ -353,6 +371,7 @@ impl Runtime for HsaRuntime {
     }
 
     fn run(&self, launch: &Launch<'_>) -> Result<DispatchReport, RuntimeError> {
+        crate::opener::HSA.usable()?;
         let kernel = self.kernel(launch.program())?;
         let target = Target {
             kernel_object: kernel.kernel_object,

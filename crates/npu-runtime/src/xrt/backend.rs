@@ -25,20 +25,28 @@ pub(crate) fn global(
     config: &Config,
     shim_dirs: &[PathBuf],
 ) -> Result<&'static XrtRuntime, RuntimeError> {
+    crate::opener::XRT.usable()?;
     if let Some(rt) = GLOBAL.get() {
         return Ok(rt);
     }
+    crate::opener::XRT.begin();
     let _guard = GLOBAL_INIT.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(rt) = GLOBAL.get() {
         return Ok(rt);
     }
-    let rt = XrtRuntime::open(config, shim_dirs)?;
-    Ok(GLOBAL.get_or_init(|| rt))
+    match XrtRuntime::open(config, shim_dirs) {
+        Ok(rt) => Ok(GLOBAL.get_or_init(|| rt)),
+        Err(e) => {
+            crate::opener::XRT.failed();
+            Err(e)
+        }
+    }
 }
 
-/// The process's runtime if it has been opened.
+/// The process's runtime if it has been opened (in this process: one inherited across fork is
+/// not this process's to use or release).
 pub(crate) fn global_if_open() -> Option<&'static XrtRuntime> {
-    GLOBAL.get()
+    GLOBAL.get().filter(|_| crate::opener::XRT.owns())
 }
 
 /// What XRT loads from the build of `kernel` in `files` (by path: XRT reads its files).

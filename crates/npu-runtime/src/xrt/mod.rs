@@ -502,6 +502,7 @@ impl Runtime for XrtRuntime {
     }
 
     fn load(&self, artifact: &Artifact) -> Result<Program, RuntimeError> {
+        crate::opener::XRT.usable()?;
         match artifact {
             Artifact::XclbinInsts { xclbin, insts } => self.load_xclbin_insts(xclbin, insts),
             Artifact::Elf { elf, kernel_name } => self.load_elf(elf, kernel_name),
@@ -525,6 +526,10 @@ impl Runtime for XrtRuntime {
 
     /// Forgets the program and releases its session (its hardware context) now.
     fn release(&self, program: &Program) {
+        // Inherited across fork: the parent's to release, not ours.
+        if crate::opener::XRT.usable().is_err() {
+            return;
+        }
         let Some(spec) = program.state::<ProgramSpec>() else {
             return;
         };
@@ -537,6 +542,10 @@ impl Runtime for XrtRuntime {
     }
 
     fn release_all(&self) {
+        // Inherited across fork: the parent's to release, not ours.
+        if crate::opener::XRT.usable().is_err() {
+            return;
+        }
         let mut state = self.lock();
         state.programs.clear();
         state.xclbins.clear();
@@ -545,6 +554,7 @@ impl Runtime for XrtRuntime {
     }
 
     fn alloc_shared(&self, len: usize) -> Result<Box<dyn SharedBuffer>, RuntimeError> {
+        crate::opener::XRT.usable()?;
         let fail = |e: XrtSysError| RuntimeError::Call {
             call: format!("allocating a {len}-byte shared buffer"),
             reason: e.to_string(),
@@ -568,6 +578,7 @@ impl Runtime for XrtRuntime {
     }
 
     fn run(&self, launch: &Launch<'_>) -> Result<DispatchReport, RuntimeError> {
+        crate::opener::XRT.usable()?;
         let spec = self.spec(launch.program())?;
         let cell = self.session(spec, launch.kernel())?;
         let outcome = {
