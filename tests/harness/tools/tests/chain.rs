@@ -297,6 +297,42 @@ fn an_xclbin_chain_compiles_each_op_on_its_own() {
     }
 }
 
+/// A `chain.json` that is damaged, or names a folder outside its entry or a buffer the chain
+/// does not have, is refused by a runner opened from the files.
+#[test]
+fn a_damaged_chain_manifest_is_refused() {
+    let prefix = Prefix::new();
+    let compiled = add_then_mul()
+        .compile(&config(&prefix, "xrt", "npu1"), &Host::default(), None)
+        .unwrap();
+    // A copy: the cache entry itself stays sound.
+    let copy = prefix.path().join("copy");
+    std::fs::create_dir(&copy).unwrap();
+    let text = std::fs::read_to_string(compiled.dir().join("chain.json")).unwrap();
+    for (damaged, what) in [
+        ("{".to_owned(), "a readable chain.json"),
+        (
+            text.replace("\"op1\"", "\"../op1\""),
+            "op folders inside the entry",
+        ),
+        (
+            text.replace("\"num_args\": 4", "\"num_args\": 3"),
+            "arg maps within num_args",
+        ),
+        (text.replace("\"xclbin\"", "\"zip\""), "a known format"),
+    ] {
+        std::fs::write(copy.join("chain.json"), &damaged).unwrap();
+        let err = npu_driver::chain::ops_from_dir(&copy).err().unwrap();
+        assert!(
+            matches!(&err, DriverError::Incomplete { .. }) && err.to_string().contains(what),
+            "{err}"
+        );
+    }
+    std::fs::remove_file(copy.join("chain.json")).unwrap();
+    let err = npu_driver::chain::ops_from_dir(&copy).err().unwrap();
+    assert!(err.to_string().contains("chain.json"), "{err}");
+}
+
 /// The stand-in aircc refuses a stitched (several-launch) module as xclbin or pdi: each launch
 /// is its own aie.device, and those formats hold one; the ELF of the same module is made.
 #[test]
