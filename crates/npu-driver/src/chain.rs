@@ -124,25 +124,29 @@ impl CompiledChain {
     }
 
     /// Each op's binary (`aie.xclbin`, `aie.pdi`) and instruction stream, in order, for a
-    /// chain compiled op by op.
+    /// chain compiled op by op (none for a stitched chain).
     pub fn op_files(&self) -> Vec<(PathBuf, PathBuf)> {
-        let binary = match self.format {
-            OutputFormat::Pdi => artifacts::PDI,
-            _ => artifacts::XCLBIN,
-        };
         match &self.launches {
             Launches::Stitched(_) => Vec::new(),
-            Launches::PerOp(ops) => ops
-                .iter()
-                .map(|op| {
-                    (
-                        op.compiled.dir.join(binary),
-                        op.compiled.dir.join(artifacts::INSTS),
-                    )
-                })
-                .collect(),
+            Launches::PerOp(ops) => op_files(ops),
         }
     }
+}
+
+/// Each op's binary (`aie.xclbin`, `aie.pdi`) and instruction stream, in order.
+pub fn op_files(ops: &[OpProgram]) -> Vec<(PathBuf, PathBuf)> {
+    ops.iter()
+        .map(|op| {
+            let binary = match op.compiled.format {
+                OutputFormat::Pdi => artifacts::PDI,
+                _ => artifacts::XCLBIN,
+            };
+            (
+                op.compiled.dir.join(binary),
+                op.compiled.dir.join(artifacts::INSTS),
+            )
+        })
+        .collect()
 }
 
 /// Describes a chain compiled op by op in its entry, for runners opened from the files alone

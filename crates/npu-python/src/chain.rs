@@ -385,19 +385,7 @@ fn per_op_launches(bins: &[PathBuf], insts: &[PathBuf]) -> PyResult<(Launches, u
         .map(Path::to_path_buf)
         .unwrap_or_default();
     let (ops, num_args) = npu_driver::chain::ops_from_dir(&dir).map_err(chain_error)?;
-    let binary = match ops.first().map(|op| op.compiled.format) {
-        Some(OutputFormat::Pdi) => npu_driver::artifacts::PDI,
-        _ => npu_driver::artifacts::XCLBIN,
-    };
-    let expected: Vec<(PathBuf, PathBuf)> = ops
-        .iter()
-        .map(|op| {
-            (
-                op.compiled.dir.join(binary),
-                op.compiled.dir.join(npu_driver::artifacts::INSTS),
-            )
-        })
-        .collect();
+    let expected = npu_driver::chain::op_files(&ops);
     let given: Vec<(PathBuf, PathBuf)> = bins.iter().cloned().zip(insts.iter().cloned()).collect();
     if bins.len() != insts.len() || given != expected {
         return Err(PyValueError::new_err(format!(

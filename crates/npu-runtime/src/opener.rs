@@ -9,8 +9,8 @@
 //! alone ([`Opener::owns`]). A `pthread_atfork` handler marks, in the child, every runtime its
 //! parent had opened.
 
-use std::sync::Once;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Mutex, Once, OnceLock, PoisonError};
 
 use crate::RuntimeError;
 
@@ -87,5 +87,52 @@ impl Opener {
     /// Whether this process opened the runtime (an inherited one is not released at exit).
     pub fn owns(&self) -> bool {
         !self.inherited.load(Ordering::Acquire) && self.pid.load(Ordering::Acquire) != 0
+    }
+}
+
+/// A runtime the process opens once, on first use, and shares; guarded by its [`Opener`]. A
+/// failed open is not remembered: a later call may succeed once the setup is fixed.
+pub(crate) struct ProcessWide<T: 'static> {
+    opener: &'static Opener,
+    runtime: OnceLock<T>,
+    opening: Mutex<()>,
+}
+
+impl<T> ProcessWide<T> {
+    pub const fn new(opener: &'static Opener) -> ProcessWide<T> {
+        ProcessWide {
+            opener,
+            runtime: OnceLock::new(),
+            opening: Mutex::new(()),
+        }
+    }
+
+    /// The runtime, opened with `open` by the first caller (the others wait for it).
+    pub fn get_or_open(
+        &'static self,
+        open: impl FnOnce() -> Result<T, RuntimeError>,
+    ) -> Result<&'static T, RuntimeError> {
+        self.opener.usable()?;
+        if let Some(runtime) = self.runtime.get() {
+            return Ok(runtime);
+        }
+        self.opener.begin();
+        let _guard = self.opening.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(runtime) = self.runtime.get() {
+            return Ok(runtime);
+        }
+        match open() {
+            Ok(runtime) => Ok(self.runtime.get_or_init(|| runtime)),
+            Err(e) => {
+                self.opener.failed();
+                Err(e)
+            }
+        }
+    }
+
+    /// The runtime if this process opened it (one inherited across fork is not this
+    /// process's to use or release).
+    pub fn get(&'static self) -> Option<&'static T> {
+        self.runtime.get().filter(|_| self.opener.owns())
     }
 }

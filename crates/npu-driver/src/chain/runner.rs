@@ -70,7 +70,18 @@ type SharedSet = Arc<Mutex<BufferSet>>;
 /// buffers) or one op (its buffers are the combined ones its `arg_map` names).
 struct Loaded {
     program: Program,
-    arg_map: Option<Vec<usize>>,
+    op: Option<OpBuffers>,
+}
+
+/// How one op of a chain compiled op by op takes the combined buffers, worked out at load.
+struct OpBuffers {
+    /// Buffer parameter i → combined index `arg_map[i]`.
+    arg_map: Vec<usize>,
+    /// Per parameter: a later op reads its buffer, so it must come back when the runtime
+    /// staged it.
+    read_later: Vec<bool>,
+    /// Bytes per element of each parameter, when the chain's types are at hand.
+    element_sizes: Option<Vec<usize>>,
 }
 
 /// A loaded chain with its buffer sets.
@@ -103,6 +114,17 @@ impl ChainRunner {
         if config.compile_only {
             return Err(DriverError::CompileOnly);
         }
+        if let (Launches::PerOp(ops), Some(n)) = (launches, num_args)
+            && let Some((k, c)) = ops
+                .iter()
+                .enumerate()
+                .find_map(|(k, op)| op.arg_map.iter().find(|&&c| c >= n).map(|&c| (k, c)))
+        {
+            return Err(DriverError::ChainInput {
+                chain: chain.to_owned(),
+                reason: format!("op {k} takes combined buffer {c}, but the chain has {n}"),
+            });
+        }
         let runtime = runtimes::runtime(config, host)?;
         let wanted: Vec<(&Compiled, Option<&Vec<usize>>)> = match launches {
             Launches::Stitched(compiled) => vec![(compiled, None)],
@@ -119,7 +141,11 @@ impl ChainRunner {
             match loaded {
                 Ok(program) => programs.push(Loaded {
                     program,
-                    arg_map: arg_map.cloned(),
+                    op: arg_map.map(|m| OpBuffers {
+                        arg_map: m.clone(),
+                        read_later: Vec::new(),
+                        element_sizes: None,
+                    }),
                 }),
                 Err(e) => {
                     // What was loaded before goes back to the runtime (an XRT hardware context
@@ -131,15 +157,35 @@ impl ChainRunner {
                 }
             }
         }
-        let num_args = num_args.or_else(|| match programs.as_slice() {
-            [whole] if whole.arg_map.is_none() => whole.program.num_args,
-            _ => None,
+        let element_sizes = keep.as_ref().and_then(|c| c.element_sizes.clone());
+        let num_args = num_args.or(match launches {
+            Launches::Stitched(_) => programs[0].program.num_args,
+            // Every combined buffer is some op's: the widest map says how many there are.
+            Launches::PerOp(ops) => ops
+                .iter()
+                .flat_map(|op| op.arg_map.iter().map(|&c| c + 1))
+                .max(),
         });
+        let maps: Vec<Vec<usize>> = programs
+            .iter()
+            .filter_map(|p| p.op.as_ref().map(|o| o.arg_map.clone()))
+            .collect();
+        for (k, loaded) in programs.iter_mut().enumerate() {
+            let Some(op) = &mut loaded.op else { continue };
+            op.read_later = op
+                .arg_map
+                .iter()
+                .map(|c| maps[k + 1..].iter().any(|m| m.contains(c)))
+                .collect();
+            op.element_sizes = element_sizes
+                .as_ref()
+                .and_then(|sizes| op.arg_map.iter().map(|&c| sizes.get(c).copied()).collect());
+        }
         Ok(ChainRunner {
             chain: chain.to_owned(),
             runtime,
             num_args,
-            element_sizes: keep.as_ref().and_then(|c| c.element_sizes.clone()),
+            element_sizes,
             programs,
             sets: Mutex::new(HashMap::new()),
             _keep: keep,
@@ -348,8 +394,8 @@ impl ChainRunner {
             .collect::<Option<Vec<_>>>()
             .ok_or_else(|| self.input_error("a buffer has no memory".into()))?;
         let mut report = DispatchReport::default();
-        for (k, loaded) in self.programs.iter().enumerate() {
-            let one = match &loaded.arg_map {
+        for loaded in &self.programs {
+            let one = match &loaded.op {
                 None => self.runtime.dispatch(
                     &loaded.program,
                     &args,
@@ -359,32 +405,21 @@ impl ChainRunner {
                         element_sizes: self.element_sizes.as_deref(),
                     },
                 )?,
-                Some(map) => {
-                    if let Some(&c) = map.iter().find(|&&c| c >= n) {
-                        return Err(self.input_error(format!(
-                            "op {k} takes combined buffer {c}, the run passed {n} inputs"
-                        )));
-                    }
-                    // What a later op reads must come back too when the runtime staged it.
-                    let later = |c: usize| {
-                        self.programs[k + 1..]
-                            .iter()
-                            .any(|p| p.arg_map.as_ref().is_some_and(|m| m.contains(&c)))
-                    };
-                    let op_args: Vec<HostArg> = map.iter().map(|&c| args[c]).collect();
-                    let op_writeback: Vec<bool> =
-                        map.iter().map(|&c| writeback[c] || later(c)).collect();
-                    let op_sizes: Option<Vec<usize>> = self
-                        .element_sizes
-                        .as_ref()
-                        .map(|sizes| map.iter().map(|&c| sizes[c]).collect());
+                Some(op) => {
+                    let op_args: Vec<HostArg> = op.arg_map.iter().map(|&c| args[c]).collect();
+                    let op_writeback: Vec<bool> = op
+                        .arg_map
+                        .iter()
+                        .zip(&op.read_later)
+                        .map(|(&c, &later)| writeback[c] || later)
+                        .collect();
                     self.runtime.dispatch(
                         &loaded.program,
                         &op_args,
                         &DispatchOptions {
                             writeback: Some(&op_writeback),
                             timeout: req.timeout,
-                            element_sizes: op_sizes.as_deref(),
+                            element_sizes: op.element_sizes.as_deref(),
                         },
                     )?
                 }

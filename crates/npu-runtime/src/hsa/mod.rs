@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use npu_target::{Config, RuntimeKind};
@@ -46,8 +46,8 @@ use dispatch::{Dispatcher, Target};
 use session::Session;
 
 /// The process-wide runtime.
-static GLOBAL: OnceLock<HsaRuntime> = OnceLock::new();
-static GLOBAL_INIT: Mutex<()> = Mutex::new(());
+static GLOBAL: crate::opener::ProcessWide<HsaRuntime> =
+    crate::opener::ProcessWide::new(&crate::opener::HSA);
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -92,28 +92,13 @@ impl HsaRuntime {
         config: &Config,
         site_packages: &[PathBuf],
     ) -> Result<&'static HsaRuntime, RuntimeError> {
-        crate::opener::HSA.usable()?;
-        if let Some(runtime) = GLOBAL.get() {
-            return Ok(runtime);
-        }
-        crate::opener::HSA.begin();
-        let _guard = lock(&GLOBAL_INIT);
-        if let Some(runtime) = GLOBAL.get() {
-            return Ok(runtime);
-        }
-        match HsaRuntime::open(config, site_packages) {
-            Ok(runtime) => Ok(GLOBAL.get_or_init(|| runtime)),
-            Err(e) => {
-                crate::opener::HSA.failed();
-                Err(e)
-            }
-        }
+        GLOBAL.get_or_open(|| HsaRuntime::open(config, site_packages))
     }
 
     /// The process's runtime if [`HsaRuntime::global`] has opened it (in this process: one
     /// inherited across fork is not this process's to use or release).
     pub fn global_if_open() -> Option<&'static HsaRuntime> {
-        GLOBAL.get().filter(|_| crate::opener::HSA.owns())
+        GLOBAL.get()
     }
 
     /// A new runtime over the ROCr that discovery finds. Prefer [`HsaRuntime::global`]: the

@@ -1,7 +1,6 @@
 //! XRT as a [`Backend`]: needs no preparation, loads aircc's files as they are.
 
 use std::path::PathBuf;
-use std::sync::{Mutex, OnceLock, PoisonError};
 
 use npu_target::xrt_smi::XrtSmiProbe;
 use npu_target::{Config, OutputFormat, RuntimeKind, TargetProbe};
@@ -17,36 +16,21 @@ pub struct XrtBackend;
 pub static BACKEND: XrtBackend = XrtBackend;
 
 /// The process's runtime: XRT hardware contexts are rationed, so every launcher shares it.
-static GLOBAL: OnceLock<XrtRuntime> = OnceLock::new();
-static GLOBAL_INIT: Mutex<()> = Mutex::new(());
+static GLOBAL: crate::opener::ProcessWide<XrtRuntime> =
+    crate::opener::ProcessWide::new(&crate::opener::XRT);
 
 /// The process's runtime, opened on first use; a failed open is not remembered.
 pub(crate) fn global(
     config: &Config,
     shim_dirs: &[PathBuf],
 ) -> Result<&'static XrtRuntime, RuntimeError> {
-    crate::opener::XRT.usable()?;
-    if let Some(rt) = GLOBAL.get() {
-        return Ok(rt);
-    }
-    crate::opener::XRT.begin();
-    let _guard = GLOBAL_INIT.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(rt) = GLOBAL.get() {
-        return Ok(rt);
-    }
-    match XrtRuntime::open(config, shim_dirs) {
-        Ok(rt) => Ok(GLOBAL.get_or_init(|| rt)),
-        Err(e) => {
-            crate::opener::XRT.failed();
-            Err(e)
-        }
-    }
+    GLOBAL.get_or_open(|| XrtRuntime::open(config, shim_dirs))
 }
 
 /// The process's runtime if it has been opened (in this process: one inherited across fork is
 /// not this process's to use or release).
 pub(crate) fn global_if_open() -> Option<&'static XrtRuntime> {
-    GLOBAL.get().filter(|_| crate::opener::XRT.owns())
+    GLOBAL.get()
 }
 
 /// What XRT loads from the build of `kernel` in `files` (by path: XRT reads its files).
