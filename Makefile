@@ -20,10 +20,19 @@ demo: develop
 test: lint rust-test xrt-shim-check python-test
 
 venv: $(VENV)/.installed
+# torch comes with its CUDA libraries (PyPI has no CPU-only build): about 6 GB installed, and
+# pip holds the downloaded wheels (about 3.5 GB) until it has installed them all. Without its
+# wheel cache (--no-cache-dir) that is the whole need; check for it first, so that a full disk
+# is said at once rather than as an OSError halfway through the downloads.
+VENV_NEEDS_GIB := 10
 $(VENV)/.installed: pyproject.toml Makefile
+	@avail=$$(df -P -BG . | awk 'NR==2 {sub("G","",$$4); print $$4}'); \
+	if [ -n "$$avail" ] && [ "$$avail" -lt $(VENV_NEEDS_GIB) ]; then \
+		echo "make: creating $(VENV) needs about $(VENV_NEEDS_GIB) GiB free (torch and its CUDA libraries); $$avail GiB free on $$(df -P . | awk 'NR==2 {print $$6}')" >&2; \
+		exit 1; fi
 	python3 -m venv $(VENV)
-	$(PIP) install -q --upgrade pip
-	$(PIP) install -q "maturin>=1.16,<2" "pytest>=8" "ruff>=0.6" "triton>=3.9,<3.10" numpy torch ml-dtypes \
+	$(PIP) install -q --no-cache-dir --upgrade pip
+	$(PIP) install -q --no-cache-dir "maturin>=1.16,<2" "pytest>=8" "ruff>=0.6" "triton>=3.9,<3.10" numpy torch ml-dtypes \
 		redis iree-base-compiler
 	touch $@
 
