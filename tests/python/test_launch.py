@@ -277,6 +277,60 @@ def test_launcher_argument_errors_and_hooks(tmp_path: Path):
     assert result["empty"][0] == "ValueError" and "x_ptr" in result["empty"][1]
 
 
+@pytest.mark.parametrize("runtime", ["hsa", "xrt"])
+def test_a_tensor_changed_in_place_after_a_launch_is_read_again(runtime: str, tmp_path: Path):
+    """A launch remembers a torch tensor's length and contiguity and re-reads only its address
+    and version: an in-place change of its shape or strides must still be seen."""
+    result = run_kernels(
+        """
+        import json
+        x, y = torch.randn(64, 64), torch.randn(64, 64); out = torch.empty(64, 64)
+        k = add_unmasked_kernel[(N // 1024,)](x, y, out, N, BLOCK=1024)
+        def launch(*args):
+            k._run(N // 1024, 1, 1, None, k.function, k.packed_metadata, None, None, None, *args)
+        def outcome(*args):
+            try:
+                launch(*args, N, 1024)
+                return None
+            except Exception as e:
+                return [type(e).__name__, str(e)]
+        seen = {}
+        launch(x, y, out, N, 1024)  # remembered
+        x.t_()  # the same memory, transposed in place: no longer contiguous
+        seen["transposed"] = outcome(x, y, out)
+        x.t_()
+        out.zero_()
+        seen["back"] = outcome(x, y, out)
+        seen["back_right"] = bool(torch.equal(out, x + y))
+        out.zero_()
+        out.resize_(32, 64)  # the same address, half the length: half the results come back
+        seen["shrunk"] = outcome(x, y, out)
+        out.resize_(64, 64)  # the same storage again, whose second half was not handed over
+        seen["first_half_right"] = bool(torch.equal(out[:32], (x + y)[:32]))
+        seen["second_half_untouched"] = bool(torch.count_nonzero(out[32:]) == 0)
+        y.copy_(x)
+        seen["regrown"] = outcome(x, y, out)
+        seen["regrown_right"] = bool(torch.equal(out, x + x))
+        print(json.dumps(seen))
+        """,
+        runtime,
+        harness_env(tmp_path),
+    )
+    assert result["transposed"][0] == "ValueError", result
+    assert "argument 0 (x_ptr)" in result["transposed"][1]
+    assert "contiguous" in result["transposed"][1]
+    assert result["back"] is None and result["back_right"], result
+    # Half an output for a kernel that writes all of it: the harness's HSA agent refuses the
+    # dispatch, its XRT device writes the half it was given; read at its old length, the
+    # whole storage would have been handed over and written.
+    if runtime == "hsa":
+        assert result["shrunk"][0] == "LaunchError", result
+    else:
+        assert result["shrunk"] is None and result["first_half_right"], result
+    assert result["second_half_untouched"], result
+    assert result["regrown"] is None and result["regrown_right"], result
+
+
 def test_one_launcher_per_kernel_and_compile_only_is_not_remembered(tmp_path: Path):
     result = run_kernels(
         """

@@ -79,8 +79,25 @@ type CheckFn = dyn Fn() -> Result<(), Interrupted>;
 
 /// One installed check and what it last reported.
 struct Scope {
-    check: Rc<CheckFn>,
+    check: Check,
     fired: Option<Interrupted>,
+}
+
+/// A scope's check: a closure, or a plain function (which costs no allocation to install, for
+/// callers that install one around every short call).
+#[derive(Clone)]
+enum Check {
+    Closure(Rc<CheckFn>),
+    Function(fn() -> Result<(), Interrupted>),
+}
+
+impl Check {
+    fn call(&self) -> Result<(), Interrupted> {
+        match self {
+            Check::Closure(check) => check(),
+            Check::Function(check) => check(),
+        }
+    }
 }
 
 thread_local! {
@@ -106,7 +123,7 @@ pub fn check() -> Result<(), Interrupted> {
             return Err(i);
         }
         // Called without the borrow held: the check may run arbitrary code.
-        if let Err(i) = check() {
+        if let Err(i) = check.call() {
             SCOPES.with(|s| {
                 if let Some(scope) = s.borrow_mut().get_mut(index) {
                     scope.fired = Some(i);
@@ -124,6 +141,15 @@ pub fn with_check<R>(
     check_fn: impl Fn() -> Result<(), Interrupted> + 'static,
     f: impl FnOnce() -> R,
 ) -> R {
+    within(Check::Closure(Rc::new(check_fn)), f)
+}
+
+/// [`with_check`] with a plain function, installed without allocating.
+pub fn with_check_fn<R>(check_fn: fn() -> Result<(), Interrupted>, f: impl FnOnce() -> R) -> R {
+    within(Check::Function(check_fn), f)
+}
+
+fn within<R>(check: Check, f: impl FnOnce() -> R) -> R {
     struct Pop;
     impl Drop for Pop {
         fn drop(&mut self) {
@@ -132,12 +158,7 @@ pub fn with_check<R>(
             });
         }
     }
-    SCOPES.with(|s| {
-        s.borrow_mut().push(Scope {
-            check: Rc::new(check_fn),
-            fired: None,
-        })
-    });
+    SCOPES.with(|s| s.borrow_mut().push(Scope { check, fired: None }));
     let _pop = Pop;
     f()
 }

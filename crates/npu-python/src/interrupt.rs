@@ -17,11 +17,34 @@
 //! that code holding the GIL may block on (the launcher's tables are only locked briefly, never
 //! across a compile).
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::cell::RefCell;
 
 use npu_process::Interrupted;
 use pyo3::exceptions::PyKeyboardInterrupt;
 use pyo3::prelude::*;
+
+thread_local! {
+    /// What Python's signal handler raised during this thread's interruptible call. The check
+    /// runs on the thread that waits (the one that released the GIL), so a thread-local holds
+    /// it without the allocation a shared cell would cost on every launch.
+    static RAISED: RefCell<Option<PyErr>> = const { RefCell::new(None) };
+}
+
+/// Takes the GIL and runs Python's signal handlers; an exception they raise is kept in
+/// `RAISED` and stops the wait.
+fn check_python_signals() -> Result<(), Interrupted> {
+    Python::attach(|py| {
+        py.check_signals().map_err(|e| {
+            let cause = if e.is_instance_of::<PyKeyboardInterrupt>(py) {
+                Interrupted::by_signal(libc::SIGINT)
+            } else {
+                Interrupted::by_caller()
+            };
+            RAISED.with(|r| *r.borrow_mut() = Some(e));
+            cause
+        })
+    })
+}
 
 /// `py.detach(f)`, interruptible by the signals Python handles (see the module docs).
 pub fn detach_interruptible<T, F>(py: Python<'_>, f: F) -> PyResult<T>
@@ -29,27 +52,10 @@ where
     F: Send + FnOnce() -> T,
     T: Send,
 {
-    let raised: Arc<Mutex<Option<PyErr>>> = Arc::default();
-    let stash = raised.clone();
-    let out = py.detach(move || {
-        npu_process::interrupt::with_check(
-            move || {
-                Python::attach(|py| {
-                    py.check_signals().map_err(|e| {
-                        let cause = if e.is_instance_of::<PyKeyboardInterrupt>(py) {
-                            Interrupted::by_signal(libc::SIGINT)
-                        } else {
-                            Interrupted::by_caller()
-                        };
-                        *stash.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
-                        cause
-                    })
-                })
-            },
-            f,
-        )
-    });
-    let raised = raised.lock().unwrap_or_else(PoisonError::into_inner).take();
+    // A call nested in another's (a check's handler that launches) keeps the outer one's.
+    let outer = RAISED.with(|r| r.borrow_mut().take());
+    let out = py.detach(move || npu_process::interrupt::with_check_fn(check_python_signals, f));
+    let raised = RAISED.with(|r| std::mem::replace(&mut *r.borrow_mut(), outer));
     match raised {
         Some(e) => Err(e),
         None => Ok(out),

@@ -19,6 +19,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple, PyType};
 
 use crate::errors::{config_error, driver_error};
+use crate::known::{Facts, KnownObjects};
 
 /// What a kernel parameter is, from its Triton signature type.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,6 +73,17 @@ pub struct Launcher {
     /// every launch, re-reading the configuration only after it changed.
     compile_only: Mutex<(u64, bool)>,
     last_cache_dir: Mutex<Option<PathBuf>>,
+    /// The buffer objects of earlier launches: their pages, and torch tensors' length and
+    /// contiguity (`known`).
+    known: KnownObjects,
+}
+
+/// A buffer argument of one launch: the object (alive for the whole call: the argument tuple
+/// holds it), what was read of it, and whether that came from an earlier launch.
+struct Given<'py> {
+    object: Bound<'py, PyAny>,
+    facts: Facts,
+    recalled: bool,
 }
 
 #[pymethods]
@@ -126,6 +138,7 @@ impl Launcher {
             loaded: Mutex::new(Vec::new()),
             compile_only: Mutex::new((u64::MAX, false)),
             last_cache_dir: Mutex::new(None),
+            known: KnownObjects::default(),
         })
     }
 
@@ -153,7 +166,7 @@ impl Launcher {
             enter_hook.call1((&launch_metadata,))?;
         }
         // Read in place: a slice would be a new tuple per launch for the collector to track.
-        let (mut buffers, objects) = this.buffers(args, FIXED)?;
+        let mut given = this.buffers(args, FIXED)?;
         if grid.contains(&0) {
             return this.exit(&args.get_item(8)?, &launch_metadata);
         }
@@ -168,7 +181,8 @@ impl Launcher {
         // As upstream, the kernel about to be dispatched is the last dispatched module.
         crate::dispatched::record(slf, &function);
         if prepared.loaded.is_some() {
-            this.probe(&mut buffers, &objects, &prepared.io.written)?;
+            this.probe(&mut given, &prepared.io.written)?;
+            let buffers: Vec<HostArg> = given.iter().map(|g| g.facts.arg).collect();
             // Ctrl-C or SIGTERM stops the wait for the device (KeyboardInterrupt here).
             let report =
                 crate::interrupt::detach_interruptible(py, || prepared.dispatch(&buffers, None))?
@@ -266,29 +280,25 @@ impl Launcher {
     }
 
     /// Makes sure every buffer's memory can be read, and written where the kernel writes
-    /// it, before anything touches it: remembered per object (`probed`), probed otherwise.
-    /// A refusal names the argument as the signature does.
-    fn probe(
-        &self,
-        buffers: &mut [HostArg],
-        objects: &[Bound<'_, PyAny>],
-        written: &[bool],
-    ) -> PyResult<()> {
-        for (i, (buffer, object)) in buffers.iter_mut().zip(objects).enumerate() {
+    /// it, before anything touches it: known from an earlier launch of the same object
+    /// (`known`), probed otherwise. A refusal names the argument as the signature does.
+    fn probe(&self, given: &mut [Given<'_>], written: &[bool]) -> PyResult<()> {
+        for (i, g) in given.iter_mut().enumerate() {
             let need = if written.get(i).copied().unwrap_or(true) {
                 Pages::Writable
             } else {
                 Pages::Readable
             };
-            *buffer = crate::probed::vouch(object, *buffer);
-            if buffer.pages() >= need {
+            if g.facts.arg.pages() < need {
+                match g.facts.arg.probe(need) {
+                    Ok(()) => {}
+                    Err(PageFault::Write(reason)) => return Err(self.not_writable(i, reason)),
+                    Err(PageFault::Read(reason)) => return Err(self.not_readable(i, reason)),
+                }
+            } else if g.recalled {
                 continue;
             }
-            match buffer.probe(need) {
-                Ok(()) => crate::probed::remember(object, buffer),
-                Err(PageFault::Write(reason)) => return Err(self.not_writable(i, reason)),
-                Err(PageFault::Read(reason)) => return Err(self.not_readable(i, reason)),
-            }
+            self.known.remember(&g.object, g.facts);
         }
         Ok(())
     }
@@ -386,11 +396,7 @@ impl Launcher {
 
     /// Maps the kernel arguments (`args` from `first`) to host buffers (pointer parameters, in
     /// order), checking every argument against the signature.
-    fn buffers<'py>(
-        &self,
-        args: &Bound<'py, PyTuple>,
-        first: usize,
-    ) -> PyResult<(Vec<HostArg>, Vec<Bound<'py, PyAny>>)> {
+    fn buffers<'py>(&self, args: &Bound<'py, PyTuple>, first: usize) -> PyResult<Vec<Given<'py>>> {
         let given = args.len() - first;
         if given != self.params.len() {
             return Err(PyTypeError::new_err(format!(
@@ -407,7 +413,6 @@ impl Launcher {
         }
         let py = args.py();
         let mut out = Vec::with_capacity(self.params.len());
-        let mut objects = Vec::with_capacity(self.params.len());
         let kernel_args = args.iter().skip(first);
         for (i, ((name, param), arg)) in self.params.iter().zip(kernel_args).enumerate() {
             match param {
@@ -431,23 +436,63 @@ impl Launcher {
                     }
                 }
                 Param::Pointer => {
-                    out.push(self.host_buffer(py, i, name, &arg)?);
-                    objects.push(arg);
+                    let what = || format!("argument {i} ({name}) of {}", self.name);
+                    out.push(self.given(py, arg, &what)?);
                 }
             }
         }
-        Ok((out, objects))
+        Ok(out)
     }
 
-    fn host_buffer(
+    /// A buffer argument read as few ways as what is known of it allows: a torch tensor seen
+    /// before at the same address and version costs `data_ptr()` and `_version` only; any other
+    /// object is read in full, and only its pages may be known.
+    fn given<'py>(
         &self,
-        py: Python<'_>,
-        i: usize,
-        name: &str,
-        arg: &Bound<'_, PyAny>,
-    ) -> PyResult<HostArg> {
-        host_arg(py, arg, &|| {
-            format!("argument {i} ({name}) of {}", self.name)
+        py: Python<'py>,
+        object: Bound<'py, PyAny>,
+        what: &dyn Fn() -> String,
+    ) -> PyResult<Given<'py>> {
+        if is_torch_tensor(&object) {
+            let address = data_ptr(py, &object, what)?;
+            let version = object
+                .getattr(intern!(py, "_version"))
+                .and_then(|v| v.extract::<i64>())
+                .ok();
+            if let Some(facts) = self.known.recall(&object)
+                && version.is_some()
+                && facts.version == version
+                && facts.arg.address() as u64 == address
+            {
+                return Ok(Given {
+                    object,
+                    facts,
+                    recalled: true,
+                });
+            }
+            // Torch tensors cannot be read-only (and have no `flags`: looking for it would
+            // raise and catch an AttributeError per tensor); memory mapped read-only behind
+            // one is found by the page probe.
+            let arg = host_arg_at(py, &object, address, true, what)?;
+            return Ok(Given {
+                object,
+                facts: Facts { arg, version },
+                recalled: false,
+            });
+        }
+        let mut arg = host_arg(py, &object, what)?;
+        let mut recalled = false;
+        if let Some(known) = self.known.recall(&object)
+            && known.arg.address() == arg.address()
+            && known.arg.len() == arg.len()
+        {
+            arg = arg.vouched(known.arg.pages());
+            recalled = true;
+        }
+        Ok(Given {
+            object,
+            facts: Facts { arg, version: None },
+            recalled,
         })
     }
 }
@@ -488,14 +533,23 @@ pub(crate) fn host_arg(
     arg: &Bound<'_, PyAny>,
     what: &dyn Fn() -> String,
 ) -> PyResult<HostArg> {
+    let address = data_ptr(py, arg, what)?;
+    // An object that can be read-only says so NumPy's way (`flags.writeable`: numpy arrays,
+    // SharedBuffer); torch tensors cannot, and memory that is mapped read-only behind a
+    // writable-looking object is found by the dispatch's page probe.
+    let writable = is_torch_tensor(arg) || declared_writable(py, arg)?;
+    host_arg_at(py, arg, address, writable, what)
+}
+
+/// `data_ptr()` of a tensor-like object.
+fn data_ptr(py: Python<'_>, arg: &Bound<'_, PyAny>, what: &dyn Fn() -> String) -> PyResult<u64> {
     if arg.is_none() {
         return Err(PyTypeError::new_err(format!(
             "{} is None; the NPU needs a tensor (an object with data_ptr(), dtype and shape)",
             what()
         )));
     }
-    let ptr: u64 = arg
-        .call_method0(intern!(py, "data_ptr"))
+    arg.call_method0(intern!(py, "data_ptr"))
         .and_then(|p| p.extract())
         .map_err(|_| {
             PyTypeError::new_err(format!(
@@ -506,7 +560,18 @@ pub(crate) fn host_arg(
                     .map(|n| n.to_string())
                     .unwrap_or_default()
             ))
-        })?;
+        })
+}
+
+/// The host buffer of a tensor-like object whose `data_ptr()` is `address`: its contiguity
+/// checked and its length read.
+fn host_arg_at(
+    py: Python<'_>,
+    arg: &Bound<'_, PyAny>,
+    address: u64,
+    writable: bool,
+    what: &dyn Fn() -> String,
+) -> PyResult<HostArg> {
     if let Ok(contiguous) = arg.call_method0(intern!(py, "is_contiguous"))
         && !contiguous.is_truthy()?
     {
@@ -517,7 +582,7 @@ pub(crate) fn host_arg(
         )));
     }
     // elements × item size: `nbytes` where the object has it (torch, numpy and
-    // SharedBuffer: one attribute read on the hot path), else from shape and dtype.
+    // SharedBuffer: one attribute read), else from shape and dtype.
     let len = match arg
         .getattr(intern!(py, "nbytes"))
         .and_then(|n| n.extract::<usize>())
@@ -531,20 +596,10 @@ pub(crate) fn host_arg(
             what()
         )));
     }
-    // An object that can be read-only says so NumPy's way (`flags.writeable`: numpy
-    // arrays, SharedBuffer); torch tensors cannot (and have no `flags`: looking for it would
-    // raise and catch an AttributeError per tensor per launch), and memory that is mapped
-    // read-only behind a writable-looking object is found by the dispatch's page probe.
-    let writable = if is_torch_tensor(arg) {
-        true
-    } else {
-        declared_writable(py, arg)?
-    };
-    // The object is alive for the whole call (the argument tuple holds it). That
-    // data_ptr() addresses shape × itemsize bytes is the tensor protocol's contract
+    // That data_ptr() addresses shape × itemsize bytes is the tensor protocol's contract
     // (torch, numpy-backed SharedBuffer); a strided view is refused above whenever the
     // object can say so (is_contiguous()).
-    HostArg::from_foreign(ptr as usize, len, writable)
+    HostArg::from_foreign(address as usize, len, writable)
         .ok_or_else(|| PyValueError::new_err(format!("{} has a null data pointer", what())))
 }
 
