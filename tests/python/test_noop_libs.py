@@ -8,16 +8,18 @@ upstream's launcher launches against them too. Not timed."""
 from __future__ import annotations
 
 import json
-import subprocess
+import os
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, harness_env
+from conftest import REPO, harness_env, run_doctor, run_file
+from test_upstream_launcher_model import LAUNCH as MODEL_LAUNCH
 
 sys.path.insert(0, str(REPO / "benches"))
 import noop_libs  # noqa: E402
 import upstream_model  # noqa: E402
+from launch_bench import noop_environment  # noqa: E402
 
 # Compiles and launches (first launch: compile, load, dispatch; then a warm one), and says
 # which of the process's mapped files is the runtime library in use.
@@ -40,20 +42,6 @@ with open("/proc/self/maps") as f:
 print(json.dumps({"out": out.tolist(), "entry": k._run.npu_cache_dir, "mapped": mapped}))
 """
 
-MODEL = """
-import importlib.util, json, sys
-import torch
-
-spec = importlib.util.spec_from_file_location("__npu_dispatch", sys.argv[1])
-module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
-module.set_paths(sys.argv[2], sys.argv[3])
-x, y, out = torch.ones(16), torch.ones(16), torch.full((16,), 7.0)
-for _ in range(3):
-    module.launch(1, 1, 1, None, None, None, None, x, y, out, 16, 16)
-print(json.dumps(out.tolist()))
-"""
-
 
 @pytest.fixture(scope="module")
 def libs(tmp_path_factory: pytest.TempPathFactory) -> dict:
@@ -64,28 +52,12 @@ def libs(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 def noop_env(tmp_path: Path, runtime: str, libs: dict) -> dict:
-    """The harness's tools with the no-op runtime selected as an installed one is, and no
-    NPU_HARNESS_* variable at all (the no-op libraries read none)."""
+    """The benchmark's environment for its host-overhead runs: the harness's tools, the no-op
+    runtime selected as an installed one is, and no NPU_HARNESS_* variable at all."""
     env = harness_env(tmp_path, AMD_TRITON_NPU_RUNTIME=runtime)
-    env = {k: v for k, v in env.items() if not k.startswith("NPU_HARNESS_")}
-    if runtime == "hsa":
-        env["AMD_NPU_ROCR_PATH"] = str(libs["rocr"])
-    else:
-        env["XILINX_XRT"] = str(libs["xrt"])
-        for var in ("AMD_TRITON_NPU_XRT_SHIM", "AMD_TRITON_NPU_XRT_DIR", "XRT_DEV_DIR"):
-            env.pop(var, None)  # our shim as a user has it: next to the package
+    env = noop_environment(libs, runtime, env)
+    assert not [k for k in env if k.startswith("NPU_HARNESS_")]
     return env
-
-
-def python(tmp_path: Path, name: str, text: str, args: list[str], env: dict) -> str:
-    """Runs a script file (Triton reads a @jit function's source from its file)."""
-    script = tmp_path / name
-    script.write_text(text)
-    proc = subprocess.run(
-        [sys.executable, str(script), *args], capture_output=True, text=True, env=env, timeout=600
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout.strip().splitlines()[-1]
 
 
 def test_the_libraries_are_laid_out_as_installed_runtimes_and_rebuilt_only_on_change(
@@ -105,19 +77,13 @@ def test_a_launch_completes_on_the_noop_libraries_without_computing(
 ):
     env = noop_env(tmp_path, runtime, libs)
     library = libs["hsa_library"] if runtime == "hsa" else libs["xrt_library"]
-    got = json.loads(python(tmp_path, "launch.py", LAUNCH, [runtime, str(library.parent)], env))
+    got = json.loads(run_file(tmp_path, "launch.py", LAUNCH, [runtime, str(library.parent)], env))
     assert got["out"] == [7.0] * 16, "something computed the kernel: not the no-op library"
     assert str(library) in got["mapped"], got["mapped"]
 
     # The driver's runtime report names the library discovery found.
-    proc = subprocess.run(
-        [sys.executable, "-m", "triton_npu", "doctor", "--json"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
-    report = json.loads(proc.stdout)
+    unset = tuple(k for k in os.environ if k not in env)
+    _, report = run_doctor(env, drop=unset)
     name = "HSA (hsa)" if runtime == "hsa" else "XRT (xrt)"
     (component,) = [c for c in report["components"] if c["component"] == name]
     assert component["status"] == "ok", component
@@ -132,5 +98,5 @@ def test_a_launch_completes_on_the_noop_libraries_without_computing(
     prefix = libs["rocr"] if runtime == "hsa" else libs["xrt"]
     module = upstream_model.build(runtime, 3, 2, prefix, tmp_path / "model")
     artifact, kernel = upstream_model.artifacts(runtime, got["entry"])
-    launched = python(tmp_path, "model.py", MODEL, [str(module), artifact, kernel], env)
+    launched = run_file(tmp_path, "model.py", MODEL_LAUNCH, [str(module), artifact, kernel], env)
     assert json.loads(launched) == [7.0] * 16
