@@ -1,16 +1,15 @@
 """Launch benchmarks; prints `BENCH <name> <value> <unit>` lines.
 
 Host overhead (issue 18 item 3/4) is the time of a warm launch against *no-op device
-libraries*: copies of the harness's ROCr (`libhsa-runtime64.so`) and XRT
-(`libxrt_coreutil.so.2` over its device) that this benchmark lays out in a temporary prefix
-and selects the way a user selects an installed ROCr or XRT (`AMD_NPU_ROCR_PATH`;
-`XILINX_XRT`, with our shim found next to the package), run with
-`NPU_HARNESS_NOOP_DEVICE=1` (a packet or run that passes every check completes at once,
-without running its program) and, under HSA, `NPU_HARNESS_DOORBELL=sync` (the packet is
-handled inside the doorbell store, as ROCr's XDNA driver does, instead of being handed to the
-harness agent's worker thread, a ~50 µs hand-off that is the harness's and not ours). What it
-still counts besides our code: the stand-in libraries' own bookkeeping per call (locks, handle
-tables), as a real runtime has its own.
+libraries*: a ROCr (`libhsa-runtime64.so.1`) and an XRT (`libxrt_coreutil.so.2`) that this
+benchmark builds from benches/noop/ (noop_libs.py) and selects the way a user selects an
+installed ROCr or XRT (`AMD_NPU_ROCR_PATH`; `XILINX_XRT`, with our shim found next to the
+package). They check nothing, take no lock and make no system call on the launch path: a
+packet whose doorbell is rung, or a run that is started, completes at once without anything
+computed, and buffers are plain host memory. So the figure is our launcher's cost, not a
+stand-in's bookkeeping (the conformance harness's ROCr and XRT validate every call, and its
+signals wake waiters with a system call). The kernels are still compiled by the harness's
+stand-in tools, in the same processes.
 
 Figures, per runtime:
 * warm launch, host overhead: the launcher called directly with three 16-float tensors,
@@ -19,7 +18,7 @@ Figures, per runtime:
 * the same two figures for upstream's generated C++ launcher, when a C++ compiler is found
   (else a `SKIP` line says why): our model of it (benches/upstream_launcher/, built by
   upstream_model.py, which names the upstream commit and files it follows), compiled with g++
-  against the same no-op libraries, given our cache entry's hsaco or ELF as upstream's
+  and linked to the same no-op libraries, given our cache entry's hsaco or ELF as upstream's
   set_paths gets them, and called as Triton calls upstream's module (its Python wrapper, which
   hashes the kernel's IR on every call, is left out: the figure is the C++ launcher's alone);
   then ours / upstream as ratios of the medians: for 3 tensors over the rounds of
@@ -45,7 +44,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -53,6 +51,7 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+import noop_libs
 import upstream_model
 
 ROUNDS = 9
@@ -280,27 +279,52 @@ def report_upstream(runtime: str, ours: dict, upstream: dict, paired: list) -> N
         )
 
 
-def noop_environment(tmp: str, runtime: str, base: dict) -> dict:
-    """The environment of a process whose runtime finds no-op device libraries, laid out here
-    from the harness's as an installed ROCr or XRT is laid out."""
-    prefix = os.environ["NPU_HARNESS_PREFIX"]
-    env = dict(base)
-    env["NPU_HARNESS_NOOP_DEVICE"] = "1"
+# Where the no-op device libraries are built; kept between runs (rebuilt when a source changes).
+NOOP_LIBS = Path(__file__).resolve().parents[1] / "target" / "bench" / "noop"
+
+
+def noop_environment(libs: dict, runtime: str, base: dict) -> dict:
+    """The environment of a process whose runtime finds the no-op device libraries (`libs`,
+    from noop_libs.build) as it would find an installed ROCr or XRT. No NPU_HARNESS_* variable
+    is left: the no-op libraries read none, and the stand-in tools that compile the kernels
+    are found through their own variables (MLIR_AIR_INSTALL_DIR, PEANO_INSTALL_DIR, ...)."""
+    env = {k: v for k, v in base.items() if not k.startswith("NPU_HARNESS_")}
     if runtime == "hsa":
-        rocr = os.path.join(tmp, "noop", "rocr")
-        if not os.path.isdir(rocr):
-            shutil.copytree(os.path.join(prefix, "rocr"), rocr)
-        env["AMD_NPU_ROCR_PATH"] = rocr
-        env["NPU_HARNESS_DOORBELL"] = "sync"
+        env["AMD_NPU_ROCR_PATH"] = str(libs["rocr"])
     else:
-        xrt = os.path.join(tmp, "noop", "xrt")
-        if not os.path.isdir(xrt):
-            shutil.copytree(os.path.join(prefix, "xrt-cxx", "lib"), os.path.join(xrt, "lib"))
-        env["XILINX_XRT"] = xrt
+        env["XILINX_XRT"] = str(libs["xrt"])
         # Our shim as a user has it: next to the package (make develop puts it there).
         for var in ("AMD_TRITON_NPU_XRT_SHIM", "AMD_TRITON_NPU_XRT_DIR", "XRT_DEV_DIR"):
             env.pop(var, None)
     return env
+
+
+def host_overhead(tmp: str, script: str, runtime: str, noop_env: dict) -> None:
+    """The host-overhead figures: ours on the no-op device libraries `noop_env` selects, then
+    the model of upstream's launcher on the same libraries, and ours / upstream."""
+    noop = run([script, runtime, "noop"], noop_env)
+    three(f"launch_host_overhead_3args_{runtime}", noop["launcher_us"])
+    scaling = noop["scaling_us"]
+    print(
+        f"BENCH launch_host_overhead_scaling_{runtime} "
+        + "/".join(f"{scaling[str(n)]:.2f}" for n in ARG_COUNTS)
+        + f" us (medians for {'/'.join(map(str, ARG_COUNTS))} tensor arguments)"
+    )
+    upstream = upstream_launcher(tmp, runtime, noop_env, noop["entries"])
+    if isinstance(upstream, str):
+        print(f"SKIP launch_host_overhead_upstream_cxx_{runtime}: {upstream}")
+    else:
+        contenders = [
+            ([script, runtime, "noop-3"], noop_env, "launcher_us"),
+            ([*upstream, "add"], noop_env, "add"),
+        ]
+        if runtime == "hsa":
+            # Upstream's watchdog is off unless AMD_TRITON_NPU_HSA_TIMEOUT is set; ours
+            # defaults to 60 s, which rings the doorbell from a helper thread. Ours
+            # with the limit off, like for like:
+            untimed = {**noop_env, "AMD_TRITON_NPU_HSA_TIMEOUT": "0"}
+            contenders.append(([script, runtime, "noop-3"], untimed, "launcher_us"))
+        report_upstream(runtime, noop, run(upstream, noop_env), alternate(contenders))
 
 
 def three(name: str, rounds: list, unit: str = "us") -> None:
@@ -311,6 +335,8 @@ def three(name: str, rounds: list, unit: str = "us") -> None:
 def main() -> int:
     if not os.environ.get("NPU_HARNESS_PREFIX"):
         raise SystemExit("source target/harness/env.sh first (make bench does)")
+    no_libs = noop_libs.missing()
+    libs = None if no_libs is not None else noop_libs.build(NOOP_LIBS)
     with tempfile.TemporaryDirectory() as tmp:
         script = os.path.join(tmp, "worker.py")
         with open(script, "w") as f:
@@ -339,30 +365,10 @@ def main() -> int:
                     got["backend_first_ms"] - got["tools_ms"] - got["device_first_ms"]
                 )
             firsts = {k: sorted(v) for k, v in firsts.items()}
-            noop_env = noop_environment(tmp, runtime, env)
-            noop = run([script, runtime, "noop"], noop_env)
-            three(f"launch_host_overhead_3args_{runtime}", noop["launcher_us"])
-            scaling = noop["scaling_us"]
-            print(
-                f"BENCH launch_host_overhead_scaling_{runtime} "
-                + "/".join(f"{scaling[str(n)]:.2f}" for n in ARG_COUNTS)
-                + f" us (medians for {'/'.join(map(str, ARG_COUNTS))} tensor arguments)"
-            )
-            upstream = upstream_launcher(tmp, runtime, noop_env, noop["entries"])
-            if isinstance(upstream, str):
-                print(f"SKIP launch_host_overhead_upstream_cxx_{runtime}: {upstream}")
+            if libs is None:
+                print(f"SKIP launch_host_overhead_{runtime}: {no_libs}")
             else:
-                contenders = [
-                    ([script, runtime, "noop-3"], noop_env, "launcher_us"),
-                    ([*upstream, "add"], noop_env, "add"),
-                ]
-                if runtime == "hsa":
-                    # Upstream's watchdog is off unless AMD_TRITON_NPU_HSA_TIMEOUT is set; ours
-                    # defaults to 60 s, which rings the doorbell from a helper thread. Ours
-                    # with the limit off, like for like:
-                    untimed = {**noop_env, "AMD_TRITON_NPU_HSA_TIMEOUT": "0"}
-                    contenders.append(([script, runtime, "noop-3"], untimed, "launcher_us"))
-                report_upstream(runtime, noop, run(upstream, noop_env), alternate(contenders))
+                host_overhead(tmp, script, runtime, noop_environment(libs, runtime, env))
             three(f"launch_warm_call_3args_harness_device_{runtime}", warm["launcher_us"])
             print(f"BENCH launch_device_time_harness_{runtime} {warm['device_us']:.2f} us")
             print(f"BENCH launch_warm_triton_jit_path_{runtime} {warm['triton_path_us']:.2f} us")

@@ -11,8 +11,9 @@ The model is our own C++ that makes the same calls per launch; the comments at t
 launcher.cpp and hsa_runtime.cpp say what it follows and where it departs. It is built with
 upstream's flags (the module: `-std=c++23 -shared -fPIC -Wall`, no optimisation flag; the HSA
 runtime: `-O2 -pthread`, DT_RPATH to the ROCr found), against Debian's HSA headers and the
-harness's AIE extension header (HSA) or Debian's libxrt-dev headers (XRT), and linked to the
-no-op device libraries the benchmark laid out. Without `-lpythonX.Y` (upstream links it; an
+AIE extension header in the ROCr prefix (HSA) or Debian's libxrt-dev headers (XRT), and linked
+to the no-op device libraries the benchmark builds from benches/noop/ (noop_libs.py) and lays
+out as installed runtimes. Without `-lpythonX.Y` (upstream links it; an
 extension module gets Python's symbols from the interpreter, and linking a second libpython
 into a process whose Python is static would break it).
 """

@@ -90,3 +90,15 @@ def run_script(script: str, env: dict, cwd: Path | None = None, timeout: int = 6
         cwd=cwd,
         timeout=timeout,
     )
+
+
+def run_file(tmp_path: Path, name: str, text: str, args: list[str], env: dict) -> str:
+    """Runs `text` as the script `tmp_path/name` (Triton reads a @jit function's source from its
+    file) with `args` and `env`; asserts it succeeded and returns its last line of output."""
+    script = tmp_path / name
+    script.write_text(text)
+    proc = subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout.strip().splitlines()[-1]

@@ -1,6 +1,7 @@
-"""`NPU_HARNESS_NOOP_DEVICE=1`, which `make bench` measures launch overhead with: a launch passes
-every check of the runtime and the stand-in, and completes without the program running (the
-output keeps what it held), under both runtimes; without it the same launch computes."""
+"""`NPU_HARNESS_NOOP_DEVICE=1` (the harness's no-op mode; `make bench` times launches on its own
+no-op libraries instead, tests/python/test_noop_libs.py): a launch passes every check of the
+runtime and the stand-in, and completes without the program running (the output keeps what it
+held), under both runtimes; without it the same launch computes."""
 
 from __future__ import annotations
 

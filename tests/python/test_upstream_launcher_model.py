@@ -1,19 +1,17 @@
 """The benchmark's model of upstream's generated C++ launcher (benches/upstream_launcher/, built
 by benches/upstream_model.py) compiles and launches on the harness: `make bench` times it
-against the no-op device, where a launcher that dispatched nothing would look fast, so this
-checks that its launches reach the device (computed without NPU_HARNESS_NOOP_DEVICE, completed
+against no-op device libraries (test_noop_libs.py), where a launcher that dispatched nothing
+would look fast, so this checks that its launches reach the device (computed without NPU_HARNESS_NOOP_DEVICE, completed
 without computing with it), under both runtimes. Not timed."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, harness_env
+from conftest import REPO, harness_env, run_file
 
 _spec = importlib.util.spec_from_file_location(
     "upstream_model", REPO / "benches" / "upstream_model.py"
@@ -50,30 +48,19 @@ print(json.dumps(out.tolist()))
 """
 
 
-def python(tmp_path: Path, name: str, text: str, args: list[str], env: dict) -> str:
-    """Runs a script file (Triton reads a @jit function's source from its file)."""
-    script = tmp_path / name
-    script.write_text(text)
-    proc = subprocess.run(
-        [sys.executable, str(script), *args], capture_output=True, text=True, env=env, timeout=600
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout.strip().splitlines()[-1]
-
-
 @pytest.mark.parametrize("runtime", ["hsa", "xrt"])
 def test_the_upstream_launcher_model_builds_and_reaches_the_device(runtime: str, tmp_path: Path):
     reason = upstream_model.missing(runtime)
     if reason is not None:
         pytest.skip(reason)
     env = harness_env(tmp_path, NPU_HARNESS_DOORBELL="sync")
-    entry = python(tmp_path, "compile.py", COMPILE, [runtime], env)
+    entry = run_file(tmp_path, "compile.py", COMPILE, [runtime], env)
     device = Path(env["AMD_NPU_ROCR_PATH"] if runtime == "hsa" else env["XILINX_XRT"])
     module = upstream_model.build(runtime, 3, 2, device, tmp_path / "model")
     artifact, kernel = upstream_model.artifacts(runtime, entry)
     outputs = {}
     for noop in ("1", "0"):
-        launched = python(
+        launched = run_file(
             tmp_path,
             "launch.py",
             LAUNCH,
