@@ -549,9 +549,13 @@ fn data_ptr(py: Python<'_>, arg: &Bound<'_, PyAny>, what: &dyn Fn() -> String) -
             what()
         )));
     }
+    // As a C long (64 bits here), whose conversion is cheaper than an unsigned long long's
+    // on the Pythons we support; user-space addresses are below 2^63.
     arg.call_method0(intern!(py, "data_ptr"))
-        .and_then(|p| p.extract())
-        .map_err(|_| {
+        .and_then(|p| p.extract::<i64>())
+        .ok()
+        .and_then(|p| u64::try_from(p).ok())
+        .ok_or_else(|| {
             PyTypeError::new_err(format!(
                 "{} must be a tensor (an object with data_ptr(), dtype and shape), got {}",
                 what(),

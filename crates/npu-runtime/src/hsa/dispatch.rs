@@ -327,9 +327,12 @@ impl Dispatcher {
             Some(status) if value < 0 => Some(Waited::QueueError(status)),
             _ => Some(Waited::Completed(value)),
         };
-        while started.elapsed() < SPIN {
+        loop {
             if let Some(waited) = ended(queue.signal_value()) {
                 return waited;
+            }
+            if started.elapsed() >= SPIN {
+                break;
             }
             std::thread::yield_now();
         }

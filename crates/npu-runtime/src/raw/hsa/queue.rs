@@ -146,10 +146,11 @@ impl AieQueue {
         // One packet in flight at a time (`&mut self`), so the ring is never full here; still
         // wait rather than overwrite a slot the device has not read.
         let patience = Duration::from_secs(5);
-        let deadline = Instant::now() + patience;
+        let mut deadline = None;
         // SAFETY: as above.
         while write - unsafe { api.hsa_queue_load_read_index_scacquire(queue) } >= size {
-            if Instant::now() > deadline {
+            // The clock is read only when the ring is full (never, in practice).
+            if Instant::now() > *deadline.get_or_insert_with(|| Instant::now() + patience) {
                 return Err(SubmitError::Full(patience));
             }
             std::thread::yield_now();
