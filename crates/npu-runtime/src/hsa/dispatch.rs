@@ -10,9 +10,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::doorbell::{DoorbellThread, SPIN, Ticket};
+use super::doorbell::{DoorbellThread, Ticket};
 use super::memory::StagingPool;
 use super::session::Session;
+use super::spin::{SPIN, spin_until};
 use crate::raw::hsa::{AieQueue, PoolAllocation, SubmitError};
 use crate::shared::Placement;
 use crate::{DispatchReport, Launch, RuntimeError};
@@ -327,14 +328,13 @@ impl Dispatcher {
             Some(status) if value < 0 => Some(Waited::QueueError(status)),
             _ => Some(Waited::Completed(value)),
         };
-        loop {
-            if let Some(waited) = ended(queue.signal_value()) {
-                return waited;
-            }
-            if started.elapsed() >= SPIN {
-                break;
-            }
-            std::thread::yield_now();
+        let mut seen = None;
+        spin_until(SPIN, || {
+            seen = ended(queue.signal_value());
+            seen.is_some()
+        });
+        if let Some(waited) = seen {
+            return waited;
         }
         loop {
             if let Some(waited) = ended(queue.wait(slice_ticks)) {

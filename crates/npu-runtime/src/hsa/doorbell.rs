@@ -13,14 +13,11 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use super::spin::{SPIN, spin_until};
 use crate::RuntimeError;
 use crate::raw::hsa::Doorbell;
-
-/// How long either side looks for the other before it sleeps: about one launch, so that
-/// back-to-back launches never sleep, and an idle thread stops costing CPU at once.
-pub(crate) const SPIN: Duration = Duration::from_micros(50);
 
 #[derive(Default)]
 struct Slot {
@@ -104,10 +101,7 @@ impl Drop for DoorbellThread {
 fn serve(m: &Mailbox) {
     let mut served = 0u64;
     loop {
-        let started = Instant::now();
-        while m.posted.load(Ordering::Acquire) == served && started.elapsed() < SPIN {
-            std::thread::yield_now();
-        }
+        spin_until(SPIN, || m.posted.load(Ordering::Acquire) != served);
         let (doorbell, value) = {
             let mut slot = m.lock();
             loop {
@@ -146,12 +140,7 @@ impl Ticket {
 
     /// Waits until the store has returned (the packet has ended, so it returns soon).
     pub fn wait_returned(&self) {
-        let started = Instant::now();
-        while !self.returned() {
-            if started.elapsed() < SPIN {
-                std::thread::yield_now();
-                continue;
-            }
+        if !spin_until(SPIN, || self.returned()) {
             let m = &self.mailbox;
             let mut slot = m.lock();
             // Flag first, then look (both sequentially consistent, as the thread's store of
@@ -165,7 +154,6 @@ impl Ticket {
                     .0;
             }
             m.caller_sleeps.store(false, Ordering::SeqCst);
-            return;
         }
     }
 }

@@ -35,6 +35,7 @@ pub mod pack;
 mod probe;
 mod program;
 mod session;
+mod spin;
 
 pub use backend::{BACKEND, HsaBackend};
 pub use doctor::{AgentReport, HsaReport, doctor_report};
