@@ -331,6 +331,43 @@ def test_a_tensor_changed_in_place_after_a_launch_is_read_again(runtime: str, tm
     assert result["regrown"] is None and result["regrown_right"], result
 
 
+def test_a_warm_hsa_launch_of_sixteen_same_sized_tensors_allocates_nothing(tmp_path: Path):
+    """Each pool allocation is an ioctl in ROCr: once a kernel has run, launching it again must
+    reuse its staging buffers, however many of its arguments share a size (the staging pool
+    kept eight per size, so the other eight were allocated and freed at every launch)."""
+    params = ", ".join(f"p{i}" for i in range(16))
+    loads = " + ".join(f"tl.load(p{i} + offs)" for i in range(1, 16))
+    result = run_kernels(
+        f"""
+        import ctypes, json, os
+
+        @triton.jit
+        def sum16({params}, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            tl.store(p0 + offs, {loads})
+
+        lib = ctypes.CDLL(os.path.join(os.environ["AMD_NPU_ROCR_PATH"], "lib",
+                                       "libhsa-runtime64.so"))
+        def allocations_made():
+            stats = (ctypes.c_uint64 * 16)()
+            assert lib.npu_harness_hsa_stats(ctypes.byref(stats)) == 0
+            return stats[12]
+        tensors = [torch.full((64,), float(i)) for i in range(16)]
+        sum16[(1,)](*tensors, BLOCK=64)  # compiles, loads and stages
+        first = allocations_made()
+        for _ in range(3):
+            sum16[(1,)](*tensors, BLOCK=64)
+        print(json.dumps({{"first": first, "after": allocations_made(),
+                          "out": tensors[0][0].item()}}))
+        """,
+        "hsa",
+        harness_env(tmp_path),
+    )
+    assert result["first"] > 16, result  # the count is live: the first launch allocated
+    assert result["after"] == result["first"], result
+    assert result["out"] == sum(range(1, 16)), result
+
+
 def test_one_launcher_per_kernel_and_compile_only_is_not_remembered(tmp_path: Path):
     result = run_kernels(
         """

@@ -12,8 +12,11 @@ pub(crate) struct StagingPool {
     pooled_bytes: usize,
 }
 
-/// Buffers kept per size class, and in total, between dispatches.
-const KEEP_PER_CLASS: usize = 8;
+/// Buffers kept per size class, and in total, between dispatches. A dispatch stages at most
+/// `MAX_KERNEL_ARGS` buffers, all possibly of one class: keeping fewer made every launch of a
+/// kernel with more same-sized arguments than that allocate and free the rest (an ioctl each
+/// in ROCr).
+const KEEP_PER_CLASS: usize = crate::MAX_KERNEL_ARGS;
 const KEEP_BYTES: usize = 256 << 20;
 
 impl StagingPool {

@@ -663,6 +663,9 @@ pub struct NpuHarnessHsaStats {
     pub breaches: u64,
     pub leaked_at_shutdown: u64,
     pub initialisations: u64,
+    /// Pool allocations made since the process started (appended last: readers index the
+    /// fields in order).
+    pub allocations_made: u64,
 }
 
 /// Fills `out` (test-only export). Returns 0, or -1 for a null pointer.
@@ -689,6 +692,7 @@ pub unsafe extern "C" fn npu_harness_hsa_stats(out: *mut NpuHarnessHsaStats) -> 
             breaches: STATS.breaches.load(Ordering::Relaxed),
             leaked_at_shutdown: STATS.leaked_at_shutdown.load(Ordering::Relaxed),
             initialisations: STATS.initialisations.load(Ordering::Relaxed),
+            allocations_made: memory::allocations_made(),
         };
         // SAFETY: checked non-null.
         unsafe { out.write(stats) };

@@ -107,12 +107,16 @@ struct Allocation {
 #[derive(Default)]
 struct Memory {
     allocations: BTreeMap<usize, Allocation>,
+    /// Successful `hsa_amd_memory_pool_allocate` calls since the process started (each an
+    /// ioctl in ROCr: what a warm launch must not make).
+    made: u64,
     /// Bytes of the device heap in use (allocations plus what the loader copied there).
     dev_heap_used: usize,
 }
 
 static MEMORY: Mutex<Memory> = Mutex::new(Memory {
     allocations: BTreeMap::new(),
+    made: 0,
     dev_heap_used: 0,
 });
 
@@ -158,6 +162,7 @@ pub fn allocate(pool: Pool, size: usize, flags: u32) -> Result<*mut u8, hsa_stat
     memory
         .allocations
         .insert(ptr as usize, Allocation { layout, pool });
+    memory.made += 1;
     Ok(ptr)
 }
 
@@ -228,6 +233,11 @@ pub fn usage() -> (u64, u64, u64) {
         bytes as u64,
         memory.dev_heap_used as u64,
     )
+}
+
+/// Pool allocations made since the process started.
+pub fn allocations_made() -> u64 {
+    lock(&MEMORY).made
 }
 
 /// Frees everything at the last `hsa_shut_down`; returns how many allocations were left.
