@@ -27,7 +27,7 @@ def device():
     if os.environ["TRIAL_RUNTIME"] == "hsa":
         lib = ctypes.CDLL(os.path.join(os.environ["AMD_NPU_ROCR_PATH"], "lib",
                                        "libhsa-runtime64.so"))
-        s = (ctypes.c_uint64 * 16)()
+        s = (ctypes.c_uint64 * 64)()  # room for later fields
         assert lib.npu_harness_hsa_stats(ctypes.byref(s)) == 0
         return {"executables": s[6], "heap": s[3], "queues": s[5]}
     lib = ctypes.CDLL(os.environ["NPU_HARNESS_XRT_DEVICE_LIB"])

@@ -415,7 +415,8 @@ PRELUDE = textwrap.dedent(
         if RUNTIME == "hsa":
             lib = ctypes.CDLL(os.path.join(os.environ["AMD_NPU_ROCR_PATH"], "lib",
                                            "libhsa-runtime64.so"))
-            names, fn, field = 11, lib.npu_harness_hsa_stats, 1  # live_allocations
+            # Room for more than the agent's fields (13 now: a smaller buffer is overrun).
+            names, fn, field = 64, lib.npu_harness_hsa_stats, 1  # live_allocations
         else:
             lib = ctypes.CDLL(os.environ["NPU_HARNESS_XRT_DEVICE_LIB"])
             names, fn, field = 64, lib.npu_harness_xrt_stats, 6  # bos_alive (room for more)
