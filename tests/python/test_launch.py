@@ -331,6 +331,61 @@ def test_a_tensor_changed_in_place_after_a_launch_is_read_again(runtime: str, tm
     assert result["regrown"] is None and result["regrown_right"], result
 
 
+@pytest.mark.parametrize("runtime", ["hsa", "xrt"])
+def test_tensor_subclasses_are_read_by_name_and_reassigned_data_is_seen(
+    runtime: str, tmp_path: Path
+):
+    """An exact torch.Tensor's data_ptr() and _version are read through torch's own
+    descriptors, found once; a subclass may override either, so it is read by name, and its
+    override decides where the kernel writes. A tensor whose `.data` is reassigned keeps its
+    version but shows a new address, and the launch follows it."""
+    result = run_kernels(
+        """
+        import json
+        elsewhere = torch.zeros(N)
+
+        class Redirected(torch.Tensor):
+            # Points the launch at another tensor's memory (same length and dtype).
+            def data_ptr(self):
+                return elsewhere.data_ptr()
+
+        x, y = torch.randn(N), torch.randn(N)
+        out = torch.zeros(N).as_subclass(Redirected)
+        k = add_unmasked_kernel[(N // 1024,)](x, y, torch.empty(N), N, BLOCK=1024)
+        def launch(*args):
+            k._run(N // 1024, 1, 1, None, k.function, k.packed_metadata, None, None, None,
+                   *args, N, 1024)
+        seen = {}
+        launch(x, y, out)
+        launch(x, y, out)  # again, now that the launcher knows the object
+        plain = out.as_subclass(torch.Tensor)
+        seen["override_followed"] = bool(torch.equal(elsewhere, x + y))
+        seen["subclass_untouched"] = bool(torch.count_nonzero(plain) == 0)
+
+        target = torch.zeros(N)
+        launch(x, y, target)  # remembered at its address and version
+        version = target._version
+        old = target.data
+        target.data = torch.zeros(N)  # new memory, the same version
+        seen["same_version"] = target._version == version
+        old.zero_()
+        launch(x, y, target)
+        seen["new_memory_written"] = bool(torch.equal(target, x + y))
+        seen["old_memory_left"] = bool(torch.count_nonzero(old) == 0)
+        print(json.dumps(seen))
+        """,
+        runtime,
+        harness_env(tmp_path),
+    )
+    assert result == {
+        "override_followed": True,
+        "subclass_untouched": True,
+        "same_version": True,
+        "new_memory_written": True,
+        "old_memory_left": True,
+    }, result
+
+
 def test_a_warm_hsa_launch_of_sixteen_same_sized_tensors_allocates_nothing(tmp_path: Path):
     """Each pool allocation is an ioctl in ROCr: once a kernel has run, launching it again must
     reuse its staging buffers, however many of its arguments share a size (the staging pool

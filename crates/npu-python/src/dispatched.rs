@@ -7,6 +7,7 @@
 //! so a launch through it takes the same path as Triton's own: the loaded kernel of that grid,
 //! the same argument checks, the same errors.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use pyo3::exceptions::PyTypeError;
@@ -19,17 +20,29 @@ use crate::launcher::Launcher;
 /// process-wide variable too).
 static LAST: Mutex<Option<(Py<Launcher>, Py<PyAny>)>> = Mutex::new(None);
 
+/// The addresses of `LAST`'s two objects, so that a launch of the same kernel again (the
+/// common case) compares two words instead of taking the lock. `LAST` keeps both objects
+/// alive, so no other object can have these addresses while they are recorded.
+static LAST_ADDRESSES: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
+
 /// Remembers `launcher` and `function` as the last launch; called with the GIL held at every
-/// launch, so a repeated launch of the same kernel only compares two pointers.
+/// launch.
 pub(crate) fn record(launcher: &Bound<'_, Launcher>, function: &Bound<'_, PyAny>) {
-    let mut last = LAST.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some((l, f)) = last.as_ref()
-        && l.is(launcher)
-        && f.is(function)
-    {
+    let addresses = [launcher.as_ptr() as usize, function.as_ptr() as usize];
+    let same = |recorded: &[AtomicUsize; 2]| {
+        recorded
+            .iter()
+            .zip(addresses)
+            .all(|(r, a)| r.load(Ordering::Acquire) == a)
+    };
+    if same(&LAST_ADDRESSES) {
         return;
     }
+    let mut last = LAST.lock().unwrap_or_else(PoisonError::into_inner);
     *last = Some((launcher.clone().unbind(), function.clone().unbind()));
+    for (recorded, address) in LAST_ADDRESSES.iter().zip(addresses) {
+        recorded.store(address, Ordering::Release);
+    }
 }
 
 #[pyclass(module = "triton_npu._native", name = "DispatchedModule", frozen)]

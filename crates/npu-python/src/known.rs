@@ -26,9 +26,10 @@
 
 use std::sync::{Mutex, PoisonError};
 
-use npu_runtime::{HostArg, Pages};
+use npu_runtime::{HostArg, MAX_KERNEL_ARGS, Pages};
 use pyo3::prelude::*;
 use pyo3::types::{PyWeakrefMethods, PyWeakrefReference};
+use smallvec::SmallVec;
 
 /// Objects a launcher remembers at most; when full, the dead ones go, then the oldest.
 const MAX_REMEMBERED: usize = 64;
@@ -55,14 +56,21 @@ pub(crate) struct KnownObjects {
 }
 
 impl KnownObjects {
-    /// What was read of `object` at an earlier launch, if it is still the same live object.
-    /// Python is not called while the table is locked (a weak reference's referent is read
-    /// without running code), so a launch from inside torch's callbacks cannot deadlock here.
-    pub fn recall(&self, object: &Bound<'_, PyAny>) -> Option<Facts> {
+    /// Appends to `recalled` what was read of each of `objects` at an earlier launch, where it
+    /// is still the same live object; one lock for all. Python is not called while the table is locked (a weak
+    /// reference's referent is read without running code), so a launch from inside torch's
+    /// callbacks cannot deadlock here.
+    pub fn recall_into<'a, 'py: 'a>(
+        &self,
+        objects: impl Iterator<Item = &'a Bound<'py, PyAny>>,
+        recalled: &mut SmallVec<[Option<Facts>; MAX_KERNEL_ARGS]>,
+    ) {
         let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
-        let known = entries.iter().find(|k| k.identity == identity(object))?;
-        let alive = known.object.bind(object.py()).upgrade();
-        alive.is_some_and(|o| o.is(object)).then_some(known.facts)
+        recalled.extend(objects.map(|object| {
+            let known = entries.iter().find(|k| k.identity == identity(object))?;
+            let alive = known.object.bind(object.py()).upgrade();
+            alive.is_some_and(|o| o.is(object)).then_some(known.facts)
+        }));
     }
 
     /// Remembers what was read of `object` (its pages only once something is known of them).

@@ -7,19 +7,21 @@
 //! the IR again.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use npu_driver::{Host, KernelRequest, Prepared};
-use npu_runtime::{HostArg, PageFault, Pages};
+use npu_runtime::{HostArg, MAX_KERNEL_ARGS, PageFault, Pages};
 use npu_target::{Config, RuntimeKind};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBytes, PyDict, PyString, PyTuple, PyType};
+use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
+use smallvec::SmallVec;
 
 use crate::errors::{config_error, driver_error};
 use crate::known::{Facts, KnownObjects};
+use crate::torch_reads::TorchReads;
 
 /// What a kernel parameter is, from its Triton signature type.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,9 +71,10 @@ pub struct Launcher {
     /// thousands of launchers keeps only that table's kernels loaded; a kernel the table let
     /// go is prepared again (from the cache) at its next launch.
     loaded: Mutex<Vec<([u32; 3], Weak<Prepared>)>>,
-    /// `(configuration generation, compile_only)` as last read: compile-only is honoured at
-    /// every launch, re-reading the configuration only after it changed.
-    compile_only: Mutex<(u64, bool)>,
+    /// Compile-only as last read, with the configuration generation it was read at
+    /// (`generation << 1 | compile_only`; all ones before the first read): compile-only is
+    /// honoured at every launch, re-reading the configuration only after it changed.
+    compile_only: AtomicU64,
     last_cache_dir: Mutex<Option<PathBuf>>,
     /// The buffer objects of earlier launches: their pages, and torch tensors' length and
     /// contiguity (`known`).
@@ -136,7 +139,7 @@ impl Launcher {
             actual_sizes,
             host: crate::host::host_from(host)?,
             loaded: Mutex::new(Vec::new()),
-            compile_only: Mutex::new((u64::MAX, false)),
+            compile_only: AtomicU64::new(u64::MAX),
             last_cache_dir: Mutex::new(None),
             known: KnownObjects::default(),
         })
@@ -156,21 +159,22 @@ impl Launcher {
             )));
         }
         let grid = [
-            args.get_item(0)?.extract::<u32>()?,
-            args.get_item(1)?.extract::<u32>()?,
-            args.get_item(2)?.extract::<u32>()?,
+            args.get_borrowed_item(0)?.extract::<u32>()?,
+            args.get_borrowed_item(1)?.extract::<u32>()?,
+            args.get_borrowed_item(2)?.extract::<u32>()?,
         ];
-        let launch_metadata = args.get_item(6)?;
-        let enter_hook = args.get_item(7)?;
+        let launch_metadata = args.get_borrowed_item(6)?;
+        let enter_hook = args.get_borrowed_item(7)?;
         if !enter_hook.is_none() {
             enter_hook.call1((&launch_metadata,))?;
         }
         // Read in place: a slice would be a new tuple per launch for the collector to track.
-        let mut given = this.buffers(args, FIXED)?;
+        let mut given = GivenArgs::new();
+        this.buffers(args, FIXED, &mut given)?;
         if grid.contains(&0) {
-            return this.exit(&args.get_item(8)?, &launch_metadata);
+            return this.exit(&*args.get_borrowed_item(8)?, &launch_metadata);
         }
-        let function = args.get_item(4)?;
+        let function = args.get_borrowed_item(4)?;
         let prepared = if this.compile_only_now()? {
             // Build and cache, never dispatch (upstream's compile-only); the loaded-kernel
             // table is skipped so that a kernel loaded earlier is not run.
@@ -182,7 +186,8 @@ impl Launcher {
         crate::dispatched::record(slf, &function);
         if prepared.loaded.is_some() {
             this.probe(&mut given, &prepared.io.written)?;
-            let buffers: Vec<HostArg> = given.iter().map(|g| g.facts.arg).collect();
+            let buffers: SmallVec<[HostArg; MAX_KERNEL_ARGS]> =
+                given.iter().map(|g| g.facts.arg).collect();
             // Ctrl-C or SIGTERM stops the wait for the device (KeyboardInterrupt here).
             let report =
                 crate::interrupt::detach_interruptible(py, || prepared.dispatch(&buffers, None))?
@@ -195,7 +200,7 @@ impl Launcher {
                 report.staged.into(),
             );
         }
-        this.exit(&args.get_item(8)?, &launch_metadata)
+        this.exit(&*args.get_borrowed_item(8)?, &launch_metadata)
     }
 
     /// The cache directory of the kernel's artifacts once it has been launched (upstream's
@@ -232,17 +237,14 @@ impl Launcher {
 impl Launcher {
     fn compile_only_now(&self) -> PyResult<bool> {
         let generation = npu_target::config::generation();
-        let mut cached = self
-            .compile_only
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if cached.0 != generation {
-            *cached = (
-                generation,
-                Config::current().map_err(config_error)?.compile_only,
-            );
+        let cached = self.compile_only.load(Ordering::Acquire);
+        if cached != u64::MAX && cached >> 1 == generation {
+            return Ok(cached & 1 == 1);
         }
-        Ok(cached.1)
+        let compile_only = Config::current().map_err(config_error)?.compile_only;
+        self.compile_only
+            .store(generation << 1 | u64::from(compile_only), Ordering::Release);
+        Ok(compile_only)
     }
 
     /// Prepares the kernel for `grid`: through the process's memo of prepared kernels
@@ -396,7 +398,17 @@ impl Launcher {
 
     /// Maps the kernel arguments (`args` from `first`) to host buffers (pointer parameters, in
     /// order), checking every argument against the signature.
-    fn buffers<'py>(&self, args: &Bound<'py, PyTuple>, first: usize) -> PyResult<Vec<Given<'py>>> {
+    ///
+    /// Each buffer object is read as little as what is known of it allows: first what says
+    /// whether it changed (a torch tensor's `data_ptr()` and `_version`; any other object is
+    /// read in full), then what an earlier launch read of it is recalled for all of them under
+    /// one lock, then the torch tensors not recalled are read in full.
+    fn buffers<'py>(
+        &self,
+        args: &Bound<'py, PyTuple>,
+        first: usize,
+        out: &mut GivenArgs<'py>,
+    ) -> PyResult<()> {
         let given = args.len() - first;
         if given != self.params.len() {
             return Err(PyTypeError::new_err(format!(
@@ -412,7 +424,8 @@ impl Launcher {
             )));
         }
         let py = args.py();
-        let mut out = Vec::with_capacity(self.params.len());
+        let mut seen: SmallVec<[(Bound<'py, PyAny>, usize, Seen); MAX_KERNEL_ARGS]> =
+            SmallVec::new();
         let kernel_args = args.iter().skip(first);
         for (i, ((name, param), arg)) in self.params.iter().zip(kernel_args).enumerate() {
             match param {
@@ -436,65 +449,91 @@ impl Launcher {
                     }
                 }
                 Param::Pointer => {
-                    let what = || format!("argument {i} ({name}) of {}", self.name);
-                    out.push(self.given(py, arg, &what)?);
+                    let what = || self.argument_name(i);
+                    let first_look = match TorchReads::get(py).filter(|r| r.is_tensor(&arg)) {
+                        Some(reads) => Seen::Tensor {
+                            address: address(reads.data_ptr(&arg), &arg, &what)?,
+                            version: reads.version(&arg).and_then(|v| v.extract::<i64>()).ok(),
+                        },
+                        None => Seen::Other(host_arg(py, &arg, &what)?),
+                    };
+                    seen.push((arg, i, first_look));
                 }
             }
         }
-        Ok(out)
+        // Filled in place and drained (not moved): these live on the stack, and moving them
+        // would copy them whole.
+        let mut recalled = SmallVec::new();
+        self.known
+            .recall_into(seen.iter().map(|(object, _, _)| object), &mut recalled);
+        for ((object, i, first_look), known) in seen.drain(..).zip(recalled.drain(..)) {
+            let given = match first_look {
+                Seen::Tensor { address, version } => match known {
+                    Some(facts)
+                        if version.is_some()
+                            && facts.version == version
+                            && facts.arg.address() as u64 == address =>
+                    {
+                        Given {
+                            object,
+                            facts,
+                            recalled: true,
+                        }
+                    }
+                    // Torch tensors cannot be read-only (and have no `flags`: looking for it
+                    // would raise and catch an AttributeError per tensor); memory mapped
+                    // read-only behind one is found by the page probe.
+                    _ => Given {
+                        facts: Facts {
+                            arg: host_arg_at(py, &object, address, true, &|| {
+                                self.argument_name(i)
+                            })?,
+                            version,
+                        },
+                        object,
+                        recalled: false,
+                    },
+                },
+                Seen::Other(arg) => match known {
+                    Some(k) if k.arg.address() == arg.address() && k.arg.len() == arg.len() => {
+                        Given {
+                            object,
+                            facts: Facts {
+                                arg: arg.vouched(k.arg.pages()),
+                                version: None,
+                            },
+                            recalled: true,
+                        }
+                    }
+                    _ => Given {
+                        object,
+                        facts: Facts { arg, version: None },
+                        recalled: false,
+                    },
+                },
+            };
+            out.push(given);
+        }
+        Ok(())
     }
 
-    /// A buffer argument read as few ways as what is known of it allows: a torch tensor seen
-    /// before at the same address and version costs `data_ptr()` and `_version` only; any other
-    /// object is read in full, and only its pages may be known.
-    fn given<'py>(
-        &self,
-        py: Python<'py>,
-        object: Bound<'py, PyAny>,
-        what: &dyn Fn() -> String,
-    ) -> PyResult<Given<'py>> {
-        if is_torch_tensor(&object) {
-            let address = data_ptr(py, &object, what)?;
-            let version = object
-                .getattr(intern!(py, "_version"))
-                .and_then(|v| v.extract::<i64>())
-                .ok();
-            if let Some(facts) = self.known.recall(&object)
-                && version.is_some()
-                && facts.version == version
-                && facts.arg.address() as u64 == address
-            {
-                return Ok(Given {
-                    object,
-                    facts,
-                    recalled: true,
-                });
-            }
-            // Torch tensors cannot be read-only (and have no `flags`: looking for it would
-            // raise and catch an AttributeError per tensor); memory mapped read-only behind
-            // one is found by the page probe.
-            let arg = host_arg_at(py, &object, address, true, what)?;
-            return Ok(Given {
-                object,
-                facts: Facts { arg, version },
-                recalled: false,
-            });
-        }
-        let mut arg = host_arg(py, &object, what)?;
-        let mut recalled = false;
-        if let Some(known) = self.known.recall(&object)
-            && known.arg.address() == arg.address()
-            && known.arg.len() == arg.len()
-        {
-            arg = arg.vouched(known.arg.pages());
-            recalled = true;
-        }
-        Ok(Given {
-            object,
-            facts: Facts { arg, version: None },
-            recalled,
-        })
+    /// `argument <position> (<name>) of <kernel>`, for messages.
+    fn argument_name(&self, position: usize) -> String {
+        let name = self.params.get(position).map_or("?", |(n, _)| n.as_str());
+        format!("argument {position} ({name}) of {}", self.name)
     }
+}
+
+/// A launch's buffer arguments, on the stack (a launch allocates nothing it need not).
+type GivenArgs<'py> = SmallVec<[Given<'py>; MAX_KERNEL_ARGS]>;
+
+/// The first look at a buffer object: what says whether it is as an earlier launch saw it.
+enum Seen {
+    /// An exact torch tensor: its address and in-place change count (`None` when it has
+    /// none to read, so nothing recalled is trusted).
+    Tensor { address: u64, version: Option<i64> },
+    /// Any other object, read in full (only its pages can be known from before).
+    Other(HostArg),
 }
 
 /// `elements × item size` of a tensor-like object, from its shape and dtype.
@@ -549,9 +588,18 @@ fn data_ptr(py: Python<'_>, arg: &Bound<'_, PyAny>, what: &dyn Fn() -> String) -
             what()
         )));
     }
+    address(arg.call_method0(intern!(py, "data_ptr")), arg, what)
+}
+
+/// The address a `data_ptr()` call of `arg` returned.
+fn address(
+    returned: PyResult<Bound<'_, PyAny>>,
+    arg: &Bound<'_, PyAny>,
+    what: &dyn Fn() -> String,
+) -> PyResult<u64> {
     // As a C long (64 bits here), whose conversion is cheaper than an unsigned long long's
     // on the Pythons we support; user-space addresses are below 2^63.
-    arg.call_method0(intern!(py, "data_ptr"))
+    returned
         .and_then(|p| p.extract::<i64>())
         .ok()
         .and_then(|p| u64::try_from(p).ok())
@@ -610,23 +658,7 @@ fn host_arg_at(
 /// `torch.Tensor` itself (not a subclass), once torch has been imported by someone (never
 /// imported here).
 fn is_torch_tensor(arg: &Bound<'_, PyAny>) -> bool {
-    static TORCH_TENSOR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-    let py = arg.py();
-    let ty = arg.get_type();
-    if let Some(tensor) = TORCH_TENSOR.get(py) {
-        return ty.is(tensor);
-    }
-    let found = py
-        .import(intern!(py, "sys"))
-        .and_then(|sys| sys.getattr(intern!(py, "modules")))
-        .ok()
-        .and_then(|modules| modules.get_item(intern!(py, "torch")).ok())
-        .and_then(|torch| torch.getattr(intern!(py, "Tensor")).ok())
-        .and_then(|t| t.cast_into::<PyType>().ok());
-    match found {
-        Some(tensor) => ty.is(TORCH_TENSOR.get_or_init(py, || tensor.unbind())),
-        None => false,
-    }
+    TorchReads::get(arg.py()).is_some_and(|r| r.is_tensor(arg))
 }
 
 /// What the object says NumPy's way (`flags.writeable`); writable when it says nothing.

@@ -23,6 +23,7 @@ mod prebuilt;
 mod shared;
 mod target;
 mod toolchain;
+mod torch_reads;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -9,8 +9,8 @@
 //! or a `DeviceError` (`triton_npu.errors`), and a failure of an open runtime to allocate
 //! raises `RuntimeError`; the Python side reports each as a `SharedBufferError` carrying it.
 
-use std::collections::BTreeMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use npu_driver::runtimes;
 use npu_runtime::SharedBuffer;
@@ -114,15 +114,34 @@ fn shared_alloc(
 }
 
 /// Buffer arguments of this process's dispatches, per runtime: `(in_place, staged)`.
-/// Per runtime because upstream's `hsa_dispatch_counts` counts HSA dispatches only.
-static DISPATCHED: Mutex<BTreeMap<&'static str, (u64, u64)>> = Mutex::new(BTreeMap::new());
+/// Per runtime because upstream's `hsa_dispatch_counts` counts HSA dispatches only. Counted
+/// with atomics, as every launch counts: a slot per runtime, claimed by its first dispatch.
+struct Counted {
+    runtime: OnceLock<&'static str>,
+    in_place: AtomicU64,
+    staged: AtomicU64,
+}
+
+/// More slots than there are runtime kinds (three are declared).
+static DISPATCHED: [Counted; 8] = [const {
+    Counted {
+        runtime: OnceLock::new(),
+        in_place: AtomicU64::new(0),
+        staged: AtomicU64::new(0),
+    }
+}; 8];
 
 /// Counts one dispatch's buffer arguments under the runtime that ran it.
 pub(crate) fn record_dispatch(runtime: RuntimeKind, in_place: u64, staged: u64) {
-    let mut counts = DISPATCHED.lock().unwrap_or_else(PoisonError::into_inner);
-    let entry = counts.entry(runtime.as_str()).or_default();
-    entry.0 += in_place;
-    entry.1 += staged;
+    let name = runtime.as_str();
+    // The first slot that is this runtime's or nobody's (which this claims).
+    if let Some(slot) = DISPATCHED
+        .iter()
+        .find(|slot| *slot.runtime.get_or_init(|| name) == name)
+    {
+        slot.in_place.fetch_add(in_place, Ordering::Relaxed);
+        slot.staged.fetch_add(staged, Ordering::Relaxed);
+    }
 }
 
 /// `dispatch_counts(runtime=None)` → `(in_place, staged)`: buffer arguments of this process's
@@ -134,13 +153,19 @@ fn dispatch_counts(runtime: Option<&str>) -> PyResult<(u64, u64)> {
     let kind = runtime
         .map(|r| RuntimeKind::parse_named(r, "the runtime argument").map_err(config_error))
         .transpose()?;
-    let counts = DISPATCHED.lock().unwrap_or_else(PoisonError::into_inner);
-    Ok(match kind {
-        Some(kind) => counts.get(kind.as_str()).copied().unwrap_or_default(),
-        None => counts
-            .values()
-            .fold((0, 0), |(i, s), (ci, cs)| (i + ci, s + cs)),
-    })
+    Ok(DISPATCHED
+        .iter()
+        .filter(|slot| {
+            slot.runtime
+                .get()
+                .is_some_and(|name| kind.is_none_or(|k| k.as_str() == *name))
+        })
+        .fold((0, 0), |(i, s), slot| {
+            (
+                i + slot.in_place.load(Ordering::Relaxed),
+                s + slot.staged.load(Ordering::Relaxed),
+            )
+        }))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -7,6 +7,8 @@
 
 use std::time::Duration;
 
+use smallvec::SmallVec;
+
 use crate::raw::host::HostArg;
 use crate::runtime::{DispatchOptions, Program};
 use crate::shared::{Placement, SharedRegions};
@@ -17,7 +19,8 @@ use crate::{MAX_KERNEL_ARGS, RuntimeError};
 pub struct Launch<'a> {
     program: &'a Program,
     args: &'a [HostArg],
-    placements: Vec<Placement>,
+    /// On the stack: a launch allocates nothing it does not have to.
+    placements: SmallVec<[Placement; MAX_KERNEL_ARGS]>,
     writeback: Option<&'a [bool]>,
     timeout: Option<Duration>,
 }
@@ -73,7 +76,7 @@ impl<'a> Launch<'a> {
                 sizes.len()
             )));
         }
-        let mut placements = Vec::with_capacity(n);
+        let mut placements = SmallVec::new();
         for (i, arg) in args.iter().enumerate() {
             if arg.is_empty() {
                 return Err(invalid(format!(

@@ -3,12 +3,18 @@
 //! end.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// Start address → length of every live shared buffer of one runtime.
 #[derive(Debug, Default)]
 pub struct SharedRegions {
     regions: Mutex<BTreeMap<usize, usize>>,
+    /// How many there are, readable without the lock: most programs never make a shared
+    /// buffer, and their launches should not take a lock per argument to learn it. A buffer
+    /// an argument lies in was made before the launch that passes it (the caller holds it), so
+    /// its count is seen.
+    live: AtomicUsize,
 }
 
 /// Where an argument lies relative to the shared buffers.
@@ -33,19 +39,26 @@ impl SharedRegions {
     }
 
     pub fn insert(&self, start: usize, len: usize) {
-        self.lock().insert(start, len);
+        let mut regions = self.lock();
+        regions.insert(start, len);
+        self.live.store(regions.len(), Ordering::Release);
     }
 
     pub fn remove(&self, start: usize) {
-        self.lock().remove(&start);
+        let mut regions = self.lock();
+        regions.remove(&start);
+        self.live.store(regions.len(), Ordering::Release);
     }
 
     pub fn is_empty(&self) -> bool {
-        self.lock().is_empty()
+        self.live.load(Ordering::Acquire) == 0
     }
 
     /// Where `len` bytes at `address` lie.
     pub fn place(&self, address: usize, len: usize) -> Result<Placement, Overrun> {
+        if self.is_empty() {
+            return Ok(Placement::Host);
+        }
         let regions = self.lock();
         match regions.range(..=address).next_back() {
             Some((&start, &region_len)) if address < start + region_len => {

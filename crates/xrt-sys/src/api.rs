@@ -6,6 +6,7 @@
 //! them in, as XRT requires. Release failures cannot be returned from `Drop`; they are logged.
 
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
+use std::mem::MaybeUninit;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::ptr::{self, NonNull};
@@ -21,28 +22,36 @@ use crate::state::CommandState;
 pub(crate) const ERR_LEN: usize = 2048;
 const NAME_LEN: usize = 512;
 
-thread_local! {
-    /// The error buffer of this thread's shim calls, zeroed once: a call only needs its first
-    /// byte cleared (the shim writes a NUL-terminated message, or nothing), so the hot path
-    /// does not zero 2 KiB per call.
-    static ERR_BUF: std::cell::RefCell<[c_char; ERR_LEN]> =
-        const { std::cell::RefCell::new([0; ERR_LEN]) };
+/// The error buffer of one shim call, on the caller's stack and never zeroed: the shim's
+/// calls all run inside its `guarded`, which writes a NUL-terminated message (empty on
+/// success) before anything else, so only the bytes up to that NUL are ever read, and they
+/// are the shim's. The first byte is cleared here too, for a shim that returned before
+/// writing (it cannot, but then the message reads as empty rather than as stack garbage).
+pub(crate) struct ErrBuf(MaybeUninit<[c_char; ERR_LEN]>);
+
+impl ErrBuf {
+    pub(crate) fn as_mut_ptr(&mut self) -> *mut c_char {
+        self.0.as_mut_ptr().cast()
+    }
+
+    /// The message the shim wrote.
+    pub(crate) fn text(&self) -> String {
+        // SAFETY: the first byte is initialised (by `with_err_buf`, then the shim), and the
+        // shim writes a NUL-terminated message within ERR_LEN bytes (see the type's docs).
+        let message = unsafe { CStr::from_ptr(self.0.as_ptr().cast::<c_char>()) };
+        message.to_string_lossy().into_owned()
+    }
 }
 
-/// Runs `f` with an error buffer whose first byte is NUL (an empty message).
-pub(crate) fn with_err_buf<R>(f: impl FnOnce(&mut [c_char; ERR_LEN]) -> R) -> R {
-    let mut f = Some(f);
-    let reused = ERR_BUF.with(|cell| {
-        let mut buf = cell.try_borrow_mut().ok()?;
-        buf[0] = 0;
-        f.take().map(|f| f(&mut buf))
-    });
-    match (reused, f) {
-        (Some(out), _) => out,
-        // Nested in another call's use of the buffer: a fresh one.
-        (None, Some(f)) => f(&mut [0; ERR_LEN]),
-        (None, None) => unreachable!("the buffer was used, so `f` ran"),
-    }
+/// Runs `f` with an error buffer whose first byte is NUL (an empty message). Zeroing 2 KiB
+/// on every call (several per launch) would cost more than the calls themselves.
+pub(crate) fn with_err_buf<R>(f: impl FnOnce(&mut ErrBuf) -> R) -> R {
+    let mut buf = ErrBuf(MaybeUninit::uninit());
+    // SAFETY: writes the first element of the buffer, which is in bounds. Volatile, because
+    // LLVM turns a plain store of 0 into an otherwise uninitialised buffer into a memset of
+    // all of it (seen with rustc 1.95: 2 KiB zeroed per call again).
+    unsafe { buf.as_mut_ptr().write_volatile(0) };
+    f(&mut buf)
 }
 
 pub(crate) fn text(buf: &[c_char]) -> String {
@@ -78,7 +87,7 @@ impl Shim {
         let (status, message) = with_err_buf(|err| {
             let status = f(err.as_mut_ptr(), ERR_LEN);
             let failed = status != b::TRITON_NPU_XRT_OK as c_int;
-            (status, failed.then(|| text(err)))
+            (status, failed.then(|| err.text()))
         });
         let Some(mut message) = message else {
             return Ok(());
@@ -305,6 +314,7 @@ impl Device {
             map: NonNull::dangling(),
             size,
             kind,
+            id: crate::bo::next_id(),
         };
         let mut map: *mut c_void = ptr::null_mut();
         // SAFETY: live BO, valid out pointer. On error `bo` is dropped, which frees it.

@@ -2,6 +2,7 @@
 
 use std::ptr::NonNull;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::api::{Device, log_release};
 use crate::bindings as b;
@@ -40,6 +41,16 @@ pub struct Bo {
     pub(crate) map: NonNull<u8>,
     pub(crate) size: usize,
     pub(crate) kind: BoKind,
+    /// Unique in the process (addresses and XRT handles are reused after a free; this is
+    /// not): lets a run tell that an argument is still set to this very buffer.
+    pub(crate) id: u64,
+}
+
+/// The next [`Bo::id`].
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+pub(crate) fn next_id() -> u64 {
+    NEXT_ID.fetch_add(1, Ordering::Relaxed)
 }
 
 // SAFETY: as for Device; the mapping is plain host memory owned by the BO.

@@ -7,7 +7,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::api::{ERR_LEN, Kernel, log_release, text, with_err_buf};
+use crate::api::{ERR_LEN, Kernel, log_release, with_err_buf};
 use crate::bindings as b;
 use crate::bo::Bo;
 use crate::error::XrtSysError;
@@ -26,6 +26,9 @@ pub enum WaitOutcome {
 pub struct Run {
     kernel: Arc<Kernel>,
     raw: NonNull<b::triton_npu_xrt_run>,
+    /// The [`Bo::id`] each argument was last set to (0: none), so that setting an argument
+    /// to the buffer it already holds costs no shim call (a reused run's arguments persist).
+    bound: Vec<u64>,
 }
 
 // SAFETY: as for the other handles (see `Device`): XRT's run objects may be used from any
@@ -34,7 +37,11 @@ unsafe impl Send for Run {}
 
 impl Run {
     pub(crate) fn new(kernel: Arc<Kernel>, raw: NonNull<b::triton_npu_xrt_run>) -> Run {
-        Run { kernel, raw }
+        Run {
+            kernel,
+            raw,
+            bound: Vec::new(),
+        }
     }
 
     fn shim(&self) -> &Shim {
@@ -42,10 +49,16 @@ impl Run {
     }
 
     /// Sets argument `index` to a buffer object.
+    /// Already set to that very buffer (by its unique id, not its handle, which XRT reuses
+    /// once a buffer is freed), nothing is called.
     pub fn set_arg_bo(&mut self, index: i32, bo: &Bo) -> Result<(), XrtSysError> {
+        let slot = usize::try_from(index).ok();
+        if slot.and_then(|i| self.bound.get(i)) == Some(&bo.id) {
+            return Ok(());
+        }
         let shim = self.shim();
         // SAFETY: live run and BO.
-        shim.call("triton_npu_xrt_run_set_arg_bo", |err, len| unsafe {
+        let set = shim.call("triton_npu_xrt_run_set_arg_bo", |err, len| unsafe {
             shim.api.triton_npu_xrt_run_set_arg_bo(
                 self.raw.as_ptr(),
                 index,
@@ -53,11 +66,25 @@ impl Run {
                 err,
                 len,
             )
-        })
+        });
+        if let Some(i) = slot {
+            if self.bound.len() <= i {
+                self.bound.resize(i + 1, 0);
+            }
+            // A failed set leaves the argument unknown: set it again next time.
+            self.bound[i] = if set.is_ok() { bo.id } else { 0 };
+        }
+        set
     }
 
     /// Sets argument `index` to a scalar given as its bytes (the kernel's declared size).
     pub fn set_arg_scalar(&mut self, index: i32, value: &[u8]) -> Result<(), XrtSysError> {
+        if let Some(bound) = usize::try_from(index)
+            .ok()
+            .and_then(|i| self.bound.get_mut(i))
+        {
+            *bound = 0;
+        }
         let shim = self.shim();
         // SAFETY: live run; `value` is valid for its length.
         shim.call("triton_npu_xrt_run_set_arg_scalar", |err, len| unsafe {
@@ -106,7 +133,7 @@ impl Run {
             };
             // A completed wait allocates nothing.
             let failed = status as u32 != b::TRITON_NPU_XRT_OK;
-            (status, if failed { text(err) } else { String::new() })
+            (status, if failed { err.text() } else { String::new() })
         });
         match status as u32 {
             b::TRITON_NPU_XRT_OK if CommandState(state) == CommandState::TIMEOUT => {

@@ -10,13 +10,15 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use smallvec::SmallVec;
+
 use super::doorbell::{DoorbellThread, Ticket};
 use super::memory::StagingPool;
 use super::session::Session;
 use super::spin::{SPIN, spin_until};
 use crate::raw::hsa::{AieQueue, PoolAllocation, SubmitError};
 use crate::shared::Placement;
-use crate::{DispatchReport, Launch, RuntimeError};
+use crate::{DispatchReport, Launch, MAX_KERNEL_ARGS, RuntimeError};
 
 /// The start-address alignment the NPU's shim DMAs need: their buffer descriptors hold
 /// addresses in 32-bit words (aie-rt `Aie2ShimDmaProp`, `AddrAlignShift` 2), so a buffer
@@ -36,12 +38,15 @@ struct Staged {
     buffer: PoolAllocation,
 }
 
+/// A dispatch's staged arguments, on the stack (a launch allocates nothing it need not).
+type StagedArgs = SmallVec<[Staged; MAX_KERNEL_ARGS]>;
+
 /// A dispatch whose doorbell store had not returned when it timed out.
 struct StuckSubmit {
     kernel: String,
     returned: Ticket,
     /// The device may still write these: kept until the submit returns.
-    staged: Vec<Staged>,
+    staged: StagedArgs,
 }
 
 /// The queue and everything a dispatch reuses. Lives behind the runtime's dispatch mutex.
@@ -104,9 +109,18 @@ impl Dispatcher {
     /// unless a timed-out submit is still inside ROCr. The next dispatch creates a new queue.
     pub fn close(&mut self) {
         if self.stuck.is_none() {
-            self.queue = None;
+            self.drop_queue();
         }
         self.staging = StagingPool::new();
+    }
+
+    /// Drops the queue (destroying it, and ROCr's hardware context with it, unless the
+    /// doorbell thread still rings it for a store that never returned).
+    fn drop_queue(&mut self) {
+        self.queue = None;
+        if let Some(thread) = &mut self.doorbell_thread {
+            thread.forget_queue();
+        }
     }
 
     fn create_queue(&mut self) -> Result<&mut AieQueue, RuntimeError> {
@@ -120,7 +134,7 @@ impl Dispatcher {
     /// If that fails too, the dispatch's own error is the one to report; the next dispatch
     /// tries again.
     fn rebuild_after_failure(&mut self) {
-        self.queue = None;
+        self.drop_queue();
         if let Err(e) = self.create_queue() {
             tracing::warn!("cannot recreate the AIE queue after a failed dispatch: {e}");
         }
@@ -140,9 +154,10 @@ impl Dispatcher {
                     .into(),
             });
         }
-        let staged = self.stuck.take().map(|s| s.staged).unwrap_or_default();
-        self.return_all(staged);
-        self.queue = None;
+        if let Some(mut stuck) = self.stuck.take() {
+            self.return_staged(&mut stuck.staged);
+        }
+        self.drop_queue();
         self.create_queue()?;
         Ok(())
     }
@@ -158,15 +173,15 @@ impl Dispatcher {
             // would not be reset and the design would read its previous scratchpad
             // (real-toolchain-rules.md §5; mlir-aie's AIEX `npu.load_pdi` note). A new
             // hardware context has loaded nothing.
-            self.queue = None;
+            self.drop_queue();
         }
         if self.queue.is_none() {
             self.create_queue()?;
         }
         self.last_kernel = Some(target.kernel_object);
         let mut report = DispatchReport::default();
-        let mut kernargs = Vec::with_capacity(launch.args().len());
-        let mut staged: Vec<Staged> = Vec::new();
+        let mut kernargs: SmallVec<[(u64, u64); MAX_KERNEL_ARGS]> = SmallVec::new();
+        let mut staged = StagedArgs::new();
         for (i, arg) in launch.args().iter().enumerate() {
             let address = match launch.placement(i) {
                 Placement::Shared { .. } if arg.address().is_multiple_of(DMA_ALIGNMENT) => {
@@ -179,7 +194,7 @@ impl Dispatcher {
                     let mut buffer = match self.staging.take(&self.session, arg.len()) {
                         Ok(b) => b,
                         Err(e) => {
-                            self.return_all(staged);
+                            self.return_staged(&mut staged);
                             return Err(e);
                         }
                     };
@@ -205,12 +220,12 @@ impl Dispatcher {
             Ok(device_time) => {
                 report.device_time = device_time;
                 let result = copy_back(target, launch, &staged);
-                self.return_all(staged);
+                self.return_staged(&mut staged);
                 result.map(|()| report)
             }
             Err(Failure::PdiCacheFull(e) | Failure::Device(e)) => {
                 self.rebuild_after_failure();
-                self.return_all(staged);
+                self.return_staged(&mut staged);
                 Err(e)
             }
             Err(Failure::TimedOut { error, returned }) => {
@@ -218,7 +233,7 @@ impl Dispatcher {
                     // The submit came back: the queue can be torn down and the buffers reused.
                     None => {
                         self.rebuild_after_failure();
-                        self.return_all(staged);
+                        self.return_staged(&mut staged);
                     }
                     Some(returned) => {
                         self.stuck = Some(StuckSubmit {
@@ -233,8 +248,10 @@ impl Dispatcher {
         }
     }
 
-    fn return_all(&mut self, staged: Vec<Staged>) {
-        for s in staged {
+    /// Gives the staged buffers back to the pool (drained in place: moving the array would
+    /// copy it whole).
+    fn return_staged(&mut self, staged: &mut StagedArgs) {
+        for s in staged.drain(..) {
             self.staging.give_back(s.buffer);
         }
     }
@@ -257,22 +274,21 @@ impl Dispatcher {
                     device_error(format!("{n} arguments do not fit a kernarg block"))
                 }
             })?;
-        let doorbell = queue.doorbell();
         let started = Instant::now();
         let returned = match target.timeout {
             None => {
-                doorbell.ring(write);
+                queue.ring(write);
                 None
             }
             Some(_) => {
-                let thread = match &self.doorbell_thread {
+                let thread = match &mut self.doorbell_thread {
                     Some(t) => t,
                     None => match DoorbellThread::start() {
                         Ok(t) => self.doorbell_thread.insert(t),
                         Err(e) => return Err(Failure::Device(e)),
                     },
                 };
-                Some(thread.ring(doorbell, write))
+                Some(thread.ring(queue, write))
             }
         };
         let waited = self.wait(target, started, returned.as_ref());

@@ -32,11 +32,13 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
 use npu_target::{Config, NpuVersion, RuntimeKind};
+use smallvec::SmallVec;
 use xrt_sys::{Bo, BoFlags, BoKind, Device, Elf, SyncDirection, WaitOutcome, Xclbin, XrtSysError};
 
-use crate::shared::SharedRegions;
+use crate::shared::{Placement, SharedRegions};
 use crate::{
-    Artifact, BuildFiles, DispatchReport, Launch, Program, Runtime, RuntimeError, SharedBuffer,
+    Artifact, BuildFiles, DispatchReport, Launch, MAX_KERNEL_ARGS, Program, Runtime, RuntimeError,
+    SharedBuffer,
 };
 
 mod backend;
@@ -333,13 +335,17 @@ impl XrtRuntime {
         let fail = |e: XrtSysError| launch.failed(e.to_string());
         let args = launch.args();
         let mut report = DispatchReport::default();
-        // Pass shared buffers in place, stage the rest; everything goes to the device.
-        let mut in_place: Vec<Option<Arc<Bo>>> = Vec::with_capacity(args.len());
+        // Pass shared buffers in place, stage the rest; everything goes to the device. (Only
+        // an argument the check placed in a shared buffer can be one.)
+        let mut in_place: SmallVec<[Option<Arc<Bo>>; MAX_KERNEL_ARGS]> = SmallVec::new();
         for (i, arg) in args.iter().enumerate() {
-            let shared = self
-                .shared
-                .find(arg)
-                .filter(|bo| fits_in_place(spec, session, i, bo));
+            let shared = match launch.placement(i) {
+                Placement::Host => None,
+                Placement::Shared { .. } => self
+                    .shared
+                    .find(arg)
+                    .filter(|bo| fits_in_place(spec, session, i, bo)),
+            };
             match shared {
                 Some(bo) => {
                     bo.sync(SyncDirection::ToDevice, bo.len(), 0)
@@ -388,10 +394,11 @@ impl XrtRuntime {
         // In slices, so that Ctrl-C or SIGTERM stops the wait (npu-process's rule for device
         // waits). No abort() either way: amdxdna refuses XRT's ERT_ABORT command
         // (-EOPNOTSUPP). The caller drops the session, and with it the hardware context,
-        // which ends the run.
+        // which ends the run. The first slice is measured from the start (no clock read: most
+        // runs end within it).
+        let mut slice = timeout.min(WAIT_SLICE);
         loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match run.wait(Some(left.min(WAIT_SLICE))) {
+            match run.wait(Some(slice)) {
                 Ok(WaitOutcome::Completed) => break,
                 Ok(WaitOutcome::TimedOut) if Instant::now() >= deadline => {
                     tracing::warn!(
@@ -404,6 +411,9 @@ impl XrtRuntime {
                     });
                 }
                 Ok(WaitOutcome::TimedOut) => {
+                    slice = deadline
+                        .saturating_duration_since(Instant::now())
+                        .min(WAIT_SLICE);
                     if let Err(cause) = npu_process::interrupt::check() {
                         tracing::warn!(
                             kernel = launch.kernel(),

@@ -183,10 +183,10 @@ impl Session {
 /// and, for an ELF, the patched control code; a new start only resets the command's state and
 /// syncs any new patches) and lets a finished run start again, so the constant arguments
 /// (npu1: opcode, instruction buffer, word count) are set once, when the run is made, and a
-/// dispatch sets only its buffers. It sets every buffer, even one that looks unchanged: XRT
-/// holds a buffer argument by its handle, not a reference, and since the last dispatch a
-/// staging buffer may have been replaced by a larger one, or a shared buffer freed and another
-/// allocated at its address.
+/// dispatch sets only its buffers. It asks for every buffer to be set, even one that looks
+/// unchanged (since the last dispatch a staging buffer may have been replaced by a larger
+/// one, or a shared buffer freed and another allocated at its address); the run calls XRT
+/// only for an argument not already set to that very buffer (`xrt_sys::Run::set_arg_bo`).
 #[derive(Default)]
 pub(crate) struct ReusedRun(Option<(Run, usize)>);
 

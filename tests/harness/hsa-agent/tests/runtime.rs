@@ -21,13 +21,22 @@ fn add_inputs(n: usize) -> (Vec<f32>, Vec<f32>) {
 
 /// Runs `program` as vadd over fresh inputs and checks the sums.
 fn check_vadd(rt: &dyn Runtime, program: &npu_runtime::Program, n: usize) {
+    check_vadd_with(rt, program, n, &DispatchOptions::default());
+}
+
+fn check_vadd_with(
+    rt: &dyn Runtime,
+    program: &npu_runtime::Program,
+    n: usize,
+    options: &DispatchOptions<'_>,
+) {
     let (a, b) = add_inputs(n);
     let (mut a_buf, mut b_buf) = (f32_bytes(&a), f32_bytes(&b));
     let mut out = vec![0u8; 4 * n];
     rt.dispatch(
         program,
         &[arg(&mut a_buf), arg(&mut b_buf), arg(&mut out)],
-        &DispatchOptions::default(),
+        options,
     )
     .unwrap();
     let expected: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
@@ -854,6 +863,37 @@ fn dropping_the_runtime_releases_everything_on_the_device() {
         ),
         (0, 0, 0, 0)
     );
+}
+
+/// With a timeout the doorbell is rung from the doorbell thread, which keeps the queue's
+/// doorbell between launches: releasing the device state must still destroy the queue (and
+/// ROCr's hardware context with it) at once, and the next launch must ring the new queue.
+#[test]
+fn a_queue_rung_from_the_doorbell_thread_is_destroyed_when_the_device_state_is_released() {
+    let prefix = Prefix::new();
+    let rt = prefix.runtime();
+    let program = rt
+        .prepare_bytes(
+            &pdi_insts_hsaco("aie2p", &[("vadd", &add_f32(64), 1)]),
+            "vadd",
+        )
+        .unwrap();
+    let with_timeout = DispatchOptions {
+        timeout: Some(std::time::Duration::from_secs(30)),
+        ..DispatchOptions::default()
+    };
+    let launch = || check_vadd_with(&rt, &program, 64, &with_timeout);
+    launch();
+    launch();
+    assert_eq!(prefix.stats().live_queues, 1);
+    rt.release_all();
+    assert_eq!(
+        prefix.stats().live_queues,
+        0,
+        "the doorbell thread let go of the released queue"
+    );
+    launch();
+    assert_eq!(prefix.stats().live_queues, 1);
 }
 
 #[test]

@@ -205,6 +205,16 @@ impl AieQueue {
         Doorbell(Arc::clone(&self.0))
     }
 
+    /// Rings the doorbell on this thread (see [`Doorbell::ring`]).
+    pub fn ring(&self, value: i64) {
+        self.0.ring(value);
+    }
+
+    /// Tells this queue from others while it lives (its address).
+    pub fn id(&self) -> usize {
+        Arc::as_ptr(&self.0) as usize
+    }
+
     /// Waits until the completion signal drops below 1 or about `ticks` pass; the value seen.
     pub fn wait(&self, ticks: u64) -> i64 {
         self.0.signal.wait_below(1, ticks)
@@ -229,10 +239,16 @@ impl Doorbell {
     /// Stores `value` to the doorbell signal; ROCr submits the packets up to the write index
     /// before this returns (and waits for them on the AIE agent).
     pub fn ring(&self, value: i64) {
-        // SAFETY: the doorbell signal of a live queue (this value keeps it alive).
+        self.0.ring(value);
+    }
+}
+
+impl Inner {
+    fn ring(&self, value: i64) {
+        // SAFETY: the doorbell signal of a live queue (`self` is alive).
         unsafe {
-            let doorbell = self.0.queue.as_ref().doorbell_signal;
-            self.0.hsa.api().hsa_signal_store_screlease(doorbell, value)
+            let doorbell = self.queue.as_ref().doorbell_signal;
+            self.hsa.api().hsa_signal_store_screlease(doorbell, value)
         }
     }
 }
