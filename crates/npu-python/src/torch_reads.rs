@@ -10,7 +10,8 @@
 //! so that a future torch defining either in Python is seen), and called directly: the method
 //! with the tensor as its only argument, the getset through its type's `__get__` slot, exactly
 //! what attribute access would call. Anything else (subclasses, other objects, a torch whose
-//! `data_ptr` or `_version` is not a C descriptor) is read by name, as before.
+//! `data_ptr` or `_version` is not a C descriptor, or whose tensors customise attribute
+//! access) is read by name, as before.
 
 use std::ffi::c_void;
 use std::ptr;
@@ -59,6 +60,21 @@ impl TorchReads {
                 .name()
                 .is_ok_and(|n| n.to_str().is_ok_and(|n| n == type_name))
         };
+        // Attribute access on a tensor is the generic one (as in torch 2.x): a torch that
+        // customised it could answer differently than the descriptors, so it is read by name.
+        let generic = || -> PyResult<bool> {
+            let object = py.get_type::<PyAny>();
+            let name = intern!(py, "__getattribute__");
+            Ok(tensor.getattr(name)?.is(&object.getattr(name)?)
+                && !tensor.hasattr(intern!(py, "__getattr__"))?)
+        };
+        if !generic().unwrap_or(false) {
+            return TorchReads {
+                tensor: tensor.clone().unbind(),
+                data_ptr: None,
+                version: None,
+            };
+        }
         let data_ptr = tensor
             .getattr(intern!(py, "data_ptr"))
             .ok()
