@@ -315,7 +315,7 @@ impl Launcher {
             .filter(|(_, (_, p))| *p == Param::Pointer)
             .nth(index)
         {
-            Some((i, (name, _))) => format!("argument {i} ({name}) of {}", self.name),
+            Some((position, _)) => self.argument_name(position),
             None => format!("buffer argument {index} of {}", self.name),
         }
     }
@@ -467,54 +467,63 @@ impl Launcher {
         self.known
             .recall_into(seen.iter().map(|(object, _, _)| object), &mut recalled);
         for ((object, i, first_look), known) in seen.drain(..).zip(recalled.drain(..)) {
-            let given = match first_look {
-                Seen::Tensor { address, version } => match known {
-                    Some(facts)
-                        if version.is_some()
-                            && facts.version == version
-                            && facts.arg.address() as u64 == address =>
-                    {
-                        Given {
-                            object,
-                            facts,
-                            recalled: true,
-                        }
-                    }
-                    // Torch tensors cannot be read-only (and have no `flags`: looking for it
-                    // would raise and catch an AttributeError per tensor); memory mapped
-                    // read-only behind one is found by the page probe.
-                    _ => Given {
-                        facts: Facts {
-                            arg: host_arg_at(py, &object, address, true, &|| {
-                                self.argument_name(i)
-                            })?,
-                            version,
-                        },
-                        object,
-                        recalled: false,
-                    },
-                },
-                Seen::Other(arg) => match known {
-                    Some(k) if k.arg.address() == arg.address() && k.arg.len() == arg.len() => {
-                        Given {
-                            object,
-                            facts: Facts {
-                                arg: arg.vouched(k.arg.pages()),
-                                version: None,
-                            },
-                            recalled: true,
-                        }
-                    }
-                    _ => Given {
-                        object,
-                        facts: Facts { arg, version: None },
-                        recalled: false,
-                    },
-                },
-            };
-            out.push(given);
+            out.push(self.resolve(py, object, i, first_look, known)?);
         }
         Ok(())
+    }
+
+    /// A buffer argument from its first look and what an earlier launch read of it: a torch
+    /// tensor at the same address and version is taken as it was; one that changed is read in
+    /// full; any other object was read in full, and only its pages may be known.
+    fn resolve<'py>(
+        &self,
+        py: Python<'py>,
+        object: Bound<'py, PyAny>,
+        position: usize,
+        first_look: Seen,
+        known: Option<Facts>,
+    ) -> PyResult<Given<'py>> {
+        Ok(match (first_look, known) {
+            (Seen::Tensor { address, version }, Some(facts))
+                if version.is_some()
+                    && facts.version == version
+                    && facts.arg.address() as u64 == address =>
+            {
+                Given {
+                    object,
+                    facts,
+                    recalled: true,
+                }
+            }
+            // Torch tensors cannot be read-only (and have no `flags`: looking for it would
+            // raise and catch an AttributeError per tensor); memory mapped read-only behind
+            // one is found by the page probe.
+            (Seen::Tensor { address, version }, _) => Given {
+                facts: Facts {
+                    arg: host_arg_at(py, &object, address, true, &|| self.argument_name(position))?,
+                    version,
+                },
+                object,
+                recalled: false,
+            },
+            (Seen::Other(arg), Some(k))
+                if k.arg.address() == arg.address() && k.arg.len() == arg.len() =>
+            {
+                Given {
+                    object,
+                    facts: Facts {
+                        arg: arg.vouched(k.arg.pages()),
+                        version: None,
+                    },
+                    recalled: true,
+                }
+            }
+            (Seen::Other(arg), _) => Given {
+                object,
+                facts: Facts { arg, version: None },
+                recalled: false,
+            },
+        })
     }
 
     /// `argument <position> (<name>) of <kernel>`, for messages.
