@@ -386,6 +386,57 @@ def test_tensor_subclasses_are_read_by_name_and_reassigned_data_is_seen(
     }, result
 
 
+@pytest.mark.parametrize("runtime", ["hsa", "xrt"])
+def test_tensor_reads_answer_as_torch_does_under_modes_and_without_storage(
+    runtime: str, tmp_path: Path
+):
+    """An exact tensor's data_ptr() and _version are read by calling torch's own C functions
+    behind its descriptors, so what torch does inside them still happens: an active
+    TorchFunctionMode that answers the output's data_ptr() decides where the kernel writes, as
+    `tensor.data_ptr()` would; a tensor without storage (sparse) is refused with torch's own
+    reason, naming the argument."""
+    result = run_kernels(
+        """
+        import json
+        from torch.overrides import TorchFunctionMode
+        elsewhere = torch.zeros(N)
+
+        class Redirect(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                if func is torch.Tensor.data_ptr and args[0] is out:
+                    return elsewhere.data_ptr()
+                return func(*args, **(kwargs or {}))
+
+        x, y, out = torch.randn(N), torch.randn(N), torch.zeros(N)
+        k = add_unmasked_kernel[(N // 1024,)](x, y, torch.empty(N), N, BLOCK=1024)
+        def launch(*args):
+            k._run(N // 1024, 1, 1, None, k.function, k.packed_metadata, None, None, None,
+                   *args, N, 1024)
+        seen = {}
+        with Redirect():
+            launch(x, y, out)
+        seen["mode_followed"] = bool(torch.equal(elsewhere, x + y))
+        seen["out_untouched"] = bool(torch.count_nonzero(out) == 0)
+        launch(x, y, out)  # the mode is gone: out itself again
+        seen["out_written"] = bool(torch.equal(out, x + y))
+        sparse = torch.sparse_coo_tensor([[0]], [1.0], (N,))
+        try:
+            launch(x, sparse, out)
+            seen["sparse"] = None
+        except Exception as e:
+            seen["sparse"] = [type(e).__name__, str(e)]
+        print(json.dumps(seen))
+        """,
+        runtime,
+        harness_env(tmp_path),
+    )
+    assert result["mode_followed"] and result["out_untouched"], result
+    assert result["out_written"], result
+    kind, message = result["sparse"]
+    assert kind == "TypeError", result
+    assert "argument 1 (y_ptr)" in message and "doesn't have storage" in message, result
+
+
 def test_a_warm_hsa_launch_of_sixteen_same_sized_tensors_allocates_nothing(tmp_path: Path):
     """Each pool allocation is an ioctl in ROCr: once a kernel has run, launching it again must
     reuse its staging buffers, however many of its arguments share a size (the staging pool

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use npu_driver::{Host, KernelRequest, Prepared};
 use npu_runtime::{HostArg, MAX_KERNEL_ARGS, PageFault, Pages};
 use npu_target::{Config, RuntimeKind};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyAttributeError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
@@ -600,28 +600,40 @@ fn data_ptr(py: Python<'_>, arg: &Bound<'_, PyAny>, what: &dyn Fn() -> String) -
     address(arg.call_method0(intern!(py, "data_ptr")), arg, what)
 }
 
-/// The address a `data_ptr()` call of `arg` returned.
+/// The address a `data_ptr()` call of `arg` returned; what it raised, if it raised, is in the
+/// error (torch says why a tensor has no address, e.g. one without storage).
 fn address(
     returned: PyResult<Bound<'_, PyAny>>,
     arg: &Bound<'_, PyAny>,
     what: &dyn Fn() -> String,
 ) -> PyResult<u64> {
+    let not_a_tensor = |raised: Option<PyErr>| {
+        let type_name = arg
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_default();
+        // An object without `data_ptr` is simply not a tensor; one whose `data_ptr()` raised
+        // says why it has no address.
+        let cause = match raised {
+            Some(e) if !e.is_instance_of::<PyAttributeError>(arg.py()) => {
+                format!("; its data_ptr() raised {e}")
+            }
+            _ => String::new(),
+        };
+        PyTypeError::new_err(format!(
+            "{} must be a tensor (an object with data_ptr(), dtype and shape), got {type_name}{cause}",
+            what(),
+        ))
+    };
     // As a C long (64 bits here), whose conversion is cheaper than an unsigned long long's
     // on the Pythons we support; user-space addresses are below 2^63.
+    let returned = returned.map_err(|e| not_a_tensor(Some(e)))?;
     returned
-        .and_then(|p| p.extract::<i64>())
+        .extract::<i64>()
         .ok()
         .and_then(|p| u64::try_from(p).ok())
-        .ok_or_else(|| {
-            PyTypeError::new_err(format!(
-                "{} must be a tensor (an object with data_ptr(), dtype and shape), got {}",
-                what(),
-                arg.get_type()
-                    .name()
-                    .map(|n| n.to_string())
-                    .unwrap_or_default()
-            ))
-        })
+        .ok_or_else(|| not_a_tensor(None))
 }
 
 /// The host buffer of a tensor-like object whose `data_ptr()` is `address`: its contiguity

@@ -1,20 +1,29 @@
 //! Reading a torch tensor's `data_ptr()` and `_version` at every launch, without looking
-//! either up on the tensor.
+//! either up on the tensor and without Python's call machinery.
 //!
 //! A launch reads both from every torch tensor it is given (`known.rs` says why both). Called
 //! by name, each read first looks the name up on the tensor's type (the method cache, then
 //! the descriptor checks of generic attribute access), which costs about as much as the
-//! read itself. For an exact `torch.Tensor` the lookup always finds the same two objects:
-//! `TensorBase.data_ptr` (a method descriptor) and `TensorBase._version` (a getset
+//! read itself; called through the descriptor object, it still goes through argument packing,
+//! the descriptor's type check and its recursion guard. For an exact `torch.Tensor` the lookup
+//! always finds the same two objects: `TensorBase.data_ptr` (a method descriptor of a C
+//! function taking no arguments, `METH_NOARGS`) and `TensorBase._version` (a getset
 //! descriptor). They are found once, the way attribute lookup finds them (on `torch.Tensor`,
-//! so that a future torch defining either in Python is seen), and called directly: the method
-//! with the tensor as its only argument, the getset through its type's `__get__` slot, exactly
-//! what attribute access would call. Anything else (subclasses, other objects, a torch whose
-//! `data_ptr` or `_version` is not a C descriptor, or whose tensors customise attribute
-//! access) is read by name, as before.
+//! so that a future torch defining either in Python is seen), and the C functions behind them
+//! are called as CPython itself calls them: `data_ptr(tensor, NULL)` and
+//! `_version_get(tensor, closure)`.
+//!
+//! The two functions are reached through the descriptors' C layout (`PyMethodDescrObject`,
+//! `PyGetSetDescrObject` in CPython's `descrobject.h`: the common descriptor head, then the
+//! method or getset definition), which the limited API does not expose. That layout is the
+//! same in every CPython this package supports (3.10 to 3.14); it is used only on those, and
+//! only after what it leads to checks out: the descriptor's type is a base of `torch.Tensor`,
+//! its name and its definition's name are `data_ptr` / `_version`, and the method takes no
+//! arguments. Anything else (subclasses, other objects, another interpreter, a torch whose
+//! `data_ptr` or `_version` is not such a descriptor, or whose tensors customise attribute
+//! access) is read by name.
 
-use std::ffi::c_void;
-use std::ptr;
+use std::ffi::{CStr, c_int};
 
 use pyo3::ffi;
 use pyo3::intern;
@@ -22,16 +31,55 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
 
-/// `torch.Tensor` and what reading its two launch facts calls.
+/// `torch.Tensor` and the C functions that read its two launch facts.
 pub(crate) struct TorchReads {
     tensor: Py<PyType>,
-    /// The method descriptor, when `data_ptr` is one.
-    data_ptr: Option<Py<PyAny>>,
-    /// The getset descriptor and its type's `__get__`, when `_version` is one.
-    version: Option<(Py<PyAny>, ffi::descrgetfunc)>,
+    /// `data_ptr`'s C function, when the descriptor is the expected one.
+    data_ptr: Option<Direct<ffi::PyCFunction>>,
+    /// `_version`'s getter and its closure, when the descriptor is the expected one.
+    version: Option<(Direct<ffi::getter>, *mut std::ffi::c_void)>,
 }
 
+/// A C function found behind a descriptor, with the descriptor kept alive (it owns the
+/// definition the function pointer came from).
+struct Direct<F> {
+    _descriptor: Py<PyAny>,
+    function: F,
+}
+
+// SAFETY: the raw closure pointer is only passed back to the getter it belongs to, with the
+// GIL held; the descriptor is kept alive by `Direct`.
+unsafe impl Send for TorchReads {}
+// SAFETY: as above; nothing is mutated after construction.
+unsafe impl Sync for TorchReads {}
+
 static READS: PyOnceLock<Option<TorchReads>> = PyOnceLock::new();
+
+/// CPython's `PyDescr_COMMON` (`descrobject.h`), the head of every descriptor object.
+#[repr(C)]
+struct DescriptorHead {
+    ob_base: ffi::PyObject,
+    d_type: *mut ffi::PyTypeObject,
+    d_name: *mut ffi::PyObject,
+    d_qualname: *mut ffi::PyObject,
+}
+
+/// CPython's `PyMethodDescrObject` up to the method definition.
+#[repr(C)]
+struct MethodDescriptor {
+    head: DescriptorHead,
+    d_method: *mut ffi::PyMethodDef,
+}
+
+/// CPython's `PyGetSetDescrObject`.
+#[repr(C)]
+struct GetSetDescriptor {
+    head: DescriptorHead,
+    d_getset: *mut ffi::PyGetSetDef,
+}
+
+/// The CPython minor versions whose descriptor layout is the one above (3.10 to 3.14).
+const KNOWN_LAYOUT: std::ops::RangeInclusive<u8> = 10..=14;
 
 impl TorchReads {
     /// The reads of exact `torch.Tensor`s, once torch has been imported by someone (never
@@ -54,11 +102,10 @@ impl TorchReads {
 
     fn find(tensor: &Bound<'_, PyType>) -> TorchReads {
         let py = tensor.py();
-        let is = |object: &Bound<'_, PyAny>, type_name: &str| {
-            object
-                .get_type()
-                .name()
-                .is_ok_and(|n| n.to_str().is_ok_and(|n| n == type_name))
+        let by_name = TorchReads {
+            tensor: tensor.clone().unbind(),
+            data_ptr: None,
+            version: None,
         };
         // Attribute access on a tensor is the generic one (as in torch 2.x): a torch that
         // customised it could answer differently than the descriptors, so it is read by name.
@@ -68,56 +115,49 @@ impl TorchReads {
             Ok(tensor.getattr(name)?.is(&object.getattr(name)?)
                 && !tensor.hasattr(intern!(py, "__getattr__"))?)
         };
-        if !generic().unwrap_or(false) {
-            return TorchReads {
-                tensor: tensor.clone().unbind(),
-                data_ptr: None,
-                version: None,
-            };
+        let cpython = py
+            .import(intern!(py, "sys"))
+            .and_then(|sys| {
+                sys.getattr(intern!(py, "implementation"))?
+                    .getattr(intern!(py, "name"))
+            })
+            .is_ok_and(|name| name.eq("cpython").unwrap_or(false));
+        let version = py.version_info();
+        if !cpython
+            || version.major != 3
+            || !KNOWN_LAYOUT.contains(&version.minor)
+            || !generic().unwrap_or(false)
+        {
+            return by_name;
         }
-        let data_ptr = tensor
-            .getattr(intern!(py, "data_ptr"))
-            .ok()
-            .filter(|d| is(d, "method_descriptor"))
-            .map(Bound::unbind);
-        let version = tensor
-            .getattr(intern!(py, "_version"))
-            .ok()
-            .filter(|d| is(d, "getset_descriptor"))
-            .and_then(|d| {
-                // SAFETY: a live type object; the slot is a function pointer or NULL.
-                let get =
-                    unsafe { ffi::PyType_GetSlot(ffi::Py_TYPE(d.as_ptr()), ffi::Py_tp_descr_get) };
-                // SAFETY: the `tp_descr_get` slot holds a `descrgetfunc` or NULL, which an
-                // `Option` of a function pointer represents as `None`.
-                let get =
-                    unsafe { std::mem::transmute::<*mut c_void, Option<ffi::descrgetfunc>>(get) };
-                get.map(|get| (d.unbind(), get))
-            });
         TorchReads {
-            tensor: tensor.clone().unbind(),
-            data_ptr,
-            version,
+            data_ptr: tensor
+                .getattr(intern!(py, "data_ptr"))
+                .ok()
+                .and_then(|d| method_without_arguments(tensor, d, c"data_ptr")),
+            version: tensor
+                .getattr(intern!(py, "_version"))
+                .ok()
+                .and_then(|d| getter(tensor, d, c"_version")),
+            ..by_name
         }
     }
 
     /// Whether `object` is an exact `torch.Tensor` (not a subclass, whose methods may differ).
     pub fn is_tensor(&self, object: &Bound<'_, PyAny>) -> bool {
-        object.get_type().is(self.tensor.bind(object.py()))
+        // SAFETY: a live object's type pointer, compared, not dereferenced.
+        unsafe { ffi::Py_TYPE(object.as_ptr()) == self.tensor.as_ptr().cast() }
     }
 
     /// `tensor.data_ptr()` of an exact tensor.
     pub fn data_ptr<'py>(&self, tensor: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         let py = tensor.py();
         match &self.data_ptr {
-            // SAFETY: a live callable and a live argument, NULL-terminated; the result is a
-            // new reference or NULL with an exception set.
-            Some(method) => unsafe {
-                let result = ffi::PyObject_CallFunctionObjArgs(
-                    method.as_ptr(),
-                    tensor.as_ptr(),
-                    ptr::null_mut::<ffi::PyObject>(),
-                );
+            // SAFETY: a `METH_NOARGS` function called as CPython calls it (the instance and
+            // NULL), with an instance of the type that defines it and the GIL held; a new
+            // reference or NULL with an exception set.
+            Some(direct) => unsafe {
+                let result = (direct.function)(tensor.as_ptr(), std::ptr::null_mut());
                 Bound::from_owned_ptr_or_err(py, result)
             },
             None => tensor.call_method0(intern!(py, "data_ptr")),
@@ -128,13 +168,98 @@ impl TorchReads {
     pub fn version<'py>(&self, tensor: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         let py = tensor.py();
         match &self.version {
-            // SAFETY: the descriptor's own `__get__` with a live instance and its type, as
-            // attribute access calls it; a new reference or NULL with an exception set.
-            Some((descriptor, get)) => unsafe {
-                let result = get(descriptor.as_ptr(), tensor.as_ptr(), self.tensor.as_ptr());
+            // SAFETY: the getter with an instance of the type that defines it and its own
+            // closure, as `getset_descriptor.__get__` calls it; a new reference or NULL with an
+            // exception set.
+            Some((direct, closure)) => unsafe {
+                let result = (direct.function)(tensor.as_ptr(), *closure);
                 Bound::from_owned_ptr_or_err(py, result)
             },
             None => tensor.getattr(intern!(py, "_version")),
         }
     }
+}
+
+/// The head of `descriptor` when it is a descriptor of type `type_name` named `name` that a
+/// base of `tensor` defines (what makes reading its layout trustworthy).
+fn checked_head<'a>(
+    tensor: &Bound<'_, PyType>,
+    descriptor: &'a Bound<'_, PyAny>,
+    type_name: &str,
+    name: &CStr,
+) -> Option<&'a DescriptorHead> {
+    let named = descriptor
+        .get_type()
+        .name()
+        .is_ok_and(|n| n.to_str().is_ok_and(|n| n == type_name));
+    if !named {
+        return None;
+    }
+    // SAFETY: a live method or getset descriptor (its type checked above), whose layout starts
+    // with the common descriptor head on the CPython versions `KNOWN_LAYOUT` admits.
+    let head = unsafe { &*descriptor.as_ptr().cast::<DescriptorHead>() };
+    // SAFETY: `d_type` and `d_name` of a live descriptor: a type and a str (checked before
+    // use), owned by the descriptor.
+    let sound = unsafe {
+        !head.d_type.is_null()
+            && ffi::PyType_IsSubtype(tensor.as_ptr().cast(), head.d_type) != 0
+            && !head.d_name.is_null()
+            && ffi::PyUnicode_Check(head.d_name) != 0
+            && ffi::PyUnicode_CompareWithASCIIString(head.d_name, name.as_ptr()) == 0
+    };
+    sound.then_some(head)
+}
+
+/// The C function of a method descriptor named `name` that takes no arguments.
+fn method_without_arguments(
+    tensor: &Bound<'_, PyType>,
+    descriptor: Bound<'_, PyAny>,
+    name: &CStr,
+) -> Option<Direct<ffi::PyCFunction>> {
+    checked_head(tensor, &descriptor, "method_descriptor", name)?;
+    // SAFETY: a method descriptor (checked), so its head is followed by its definition, which
+    // lives as long as the descriptor (static in the extension that made it).
+    let definition = unsafe {
+        let method = &*descriptor.as_ptr().cast::<MethodDescriptor>();
+        method.d_method.as_ref()?
+    };
+    let no_arguments: c_int = ffi::METH_NOARGS;
+    // SAFETY: `ml_name` of a live definition is a NUL-terminated string or NULL.
+    let same_name =
+        !definition.ml_name.is_null() && unsafe { CStr::from_ptr(definition.ml_name) } == name;
+    if !same_name || definition.ml_flags != no_arguments {
+        return None;
+    }
+    // SAFETY: with `METH_NOARGS` alone, the definition's function is a `PyCFunction`.
+    let function = unsafe { definition.ml_meth.PyCFunction };
+    Some(Direct {
+        _descriptor: descriptor.unbind(),
+        function,
+    })
+}
+
+/// The getter and closure of a getset descriptor named `name`.
+fn getter(
+    tensor: &Bound<'_, PyType>,
+    descriptor: Bound<'_, PyAny>,
+    name: &CStr,
+) -> Option<(Direct<ffi::getter>, *mut std::ffi::c_void)> {
+    checked_head(tensor, &descriptor, "getset_descriptor", name)?;
+    // SAFETY: a getset descriptor (checked), so its head is followed by its definition, which
+    // lives as long as the descriptor.
+    let definition = unsafe {
+        let getset = &*descriptor.as_ptr().cast::<GetSetDescriptor>();
+        getset.d_getset.as_ref()?
+    };
+    // SAFETY: `name` of a live definition is a NUL-terminated string or NULL.
+    let same_name =
+        !definition.name.is_null() && unsafe { CStr::from_ptr(definition.name) } == name;
+    let function = definition.get.filter(|_| same_name)?;
+    Some((
+        Direct {
+            _descriptor: descriptor.unbind(),
+            function,
+        },
+        definition.closure,
+    ))
 }
