@@ -156,6 +156,17 @@ WORKER = (
             add_kernel[(1,)](x, y, out, N, BLOCK=16)
         result["triton_path_us"] = (time.perf_counter() - t0) / 1000 * 1e6
     if mode == "noop":
+        # Where a launch's host time goes: the same loop calling a Python function that does
+        # nothing with the same arguments, and our launcher with a grid that has a zero (it
+        # reads and checks every argument, then returns without dispatching, as Triton's
+        # launchers do for an empty grid).
+        def nothing(*arguments):
+            pass
+
+        arguments = (x, y, out, N, 16)
+        result["python_call_us"] = per_call_us(nothing, (*head, *arguments))
+        empty_grid = (0, *head[1:])
+        result["arguments_only_us"] = per_call_us(k._run, (*empty_grid, *arguments))
         scaling = {{}}
         for count in {ARG_COUNTS!r}:
             kernel = globals()[f"scale_{{count}}"]
@@ -304,6 +315,14 @@ def host_overhead(tmp: str, script: str, runtime: str, noop_env: dict) -> None:
     the model of upstream's launcher on the same libraries, and ours / upstream."""
     noop = run([script, runtime, "noop"], noop_env)
     three(f"launch_host_overhead_3args_{runtime}", noop["launcher_us"])
+    call, arguments, launch = (
+        statistics.median(noop[k]) for k in ("python_call_us", "arguments_only_us", "launcher_us")
+    )
+    print(
+        f"BENCH launch_host_overhead_3args_split_{runtime} {call:.2f} / {arguments - call:.2f}"
+        f" / {launch - arguments:.2f} us (medians: the Python call itself / reading and checking"
+        " the arguments, a grid with a zero, nothing dispatched / the dispatch)"
+    )
     scaling = noop["scaling_us"]
     print(
         f"BENCH launch_host_overhead_scaling_{runtime} "
