@@ -13,19 +13,21 @@ stand-in tools, in the same processes.
 
 Figures, per runtime:
 * warm launch, host overhead: the launcher called directly with three 16-float tensors,
-  min/median/max of the per-call time over rounds of calls (no-op device);
+  min/median/max of the per-call time over rounds of calls (no-op device), and where that time
+  goes: the same loop calling a Python function that does nothing, and the launcher with a
+  grid that has a zero (every argument read and checked, nothing dispatched);
 * scaling: the same for kernels with 1, 3, 8 and 16 tensor arguments (medians);
-* the same two figures for upstream's generated C++ launcher, when a C++ compiler is found
+* the same figures for upstream's generated C++ launcher, when a C++ compiler is found
   (else a `SKIP` line says why): our model of it (benches/upstream_launcher/, built by
   upstream_model.py, which names the upstream commit and files it follows), compiled with g++
   and linked to the same no-op libraries, given our cache entry's hsaco or ELF as upstream's
   set_paths gets them, and called as Triton calls upstream's module (its Python wrapper, which
   hashes the kernel's IR on every call, is left out: the figure is the C++ launcher's alone);
-  then ours / upstream as ratios of the medians: for 3 tensors over the rounds of
-  ALTERNATIONS processes each, run in turn (ours, upstream, ours, ...), so that load drifting
-  on a shared machine moves both sides alike; for 1/3/8/16 tensors from the single runs. Under
-  HSA also ours with AMD_TRITON_NPU_HSA_TIMEOUT=0, in the same rotation: upstream's watchdog
-  is off by default, ours is 60 s, which rings the doorbell from a helper thread;
+  then ours / upstream as ratios of the medians. Every host-overhead figure is pooled over
+  ALTERNATIONS processes of each side, run in turn (ours, upstream, ours, ...), so that load
+  drifting on a shared machine moves both sides alike. Under HSA also ours with
+  AMD_TRITON_NPU_HSA_TIMEOUT=0, in the same rotation: upstream's watchdog is off by default,
+  ours is 60 s, which rings the doorbell from a helper thread;
 * device time per call on the harness device (its software NPU computing the kernel);
 * the same launch through Triton's `kernel[grid](...)` path (harness device);
 * first launch in a new process with a warm cache (Triton's and ours): the backend's part is
@@ -55,8 +57,8 @@ import noop_libs
 import upstream_model
 
 ROUNDS = 9
-# Ours and upstream's 3-tensor launch are also timed in alternating processes, this many each,
-# and the ratio is taken over all their rounds: load that drifts between two processes would
+# Ours and upstream's launches are timed in alternating processes, this many each, and every
+# figure is taken over all their rounds: load that drifts between two processes would
 # otherwise move a ratio of one process against one.
 ALTERNATIONS = 3
 CALLS = 2000
@@ -94,6 +96,22 @@ TIMING = textwrap.dedent(
                 launcher(*arguments)
             rounds.append((time.perf_counter() - t0) / CALLS * 1e6)
         return sorted(rounds)
+
+    def interleaved(calls):
+        # Rounds of each (callable, arguments), taken in turn within every round, so that round
+        # i of each is timed at the same moment: their differences hold when the machine's
+        # speed drifts between rounds.
+        for function, arguments in calls:
+            for _ in range(200):
+                function(*arguments)
+        rounds = [[] for _ in calls]
+        for _ in range(ROUNDS):
+            for timed, (function, arguments) in zip(rounds, calls):
+                t0 = time.perf_counter()
+                for _ in range(CALLS):
+                    function(*arguments)
+                timed.append((time.perf_counter() - t0) / CALLS * 1e6)
+        return rounds
     """
 )
 
@@ -139,7 +157,7 @@ WORKER = (
             build = json.load(f)["build"]
         result["tools_ms"] = build["tools_us"] / 1e3
 
-    if mode in ("warm", "noop", "noop-3"):
+    if mode in ("warm", "noop"):
         head = (1, 1, 1, None, k.function, k.packed_metadata, None, None, None)
         rounds = per_call_us(k._run, (*head, x, y, out, N, 16))
         result["launcher_us"] = rounds
@@ -164,20 +182,28 @@ WORKER = (
             pass
 
         arguments = (x, y, out, N, 16)
-        result["python_call_us"] = per_call_us(nothing, (*head, *arguments))
-        empty_grid = (0, *head[1:])
-        result["arguments_only_us"] = per_call_us(k._run, (*empty_grid, *arguments))
+        call, checked, launched = interleaved(
+            [
+                (nothing, (*head, *arguments)),
+                (k._run, (0, *head[1:], *arguments)),
+                (k._run, (*head, *arguments)),
+            ]
+        )
+        result["split_us"] = {{
+            "call": call,
+            "arguments": [c - n for n, c in zip(call, checked)],
+            "dispatch": [done - c for c, done in zip(checked, launched)],
+        }}
         scaling = {{}}
         for count in {ARG_COUNTS!r}:
             kernel = globals()[f"scale_{{count}}"]
             tensors = [torch.rand(N) for _ in range(count)]
             compiled = kernel[(1,)](*tensors, BLOCK=16)
             head = (1, 1, 1, None, compiled.function, compiled.packed_metadata, None, None, None)
-            rounds = per_call_us(compiled._run, (*head, *tensors, 16))
-            scaling[count] = statistics.median(rounds)
+            scaling[count] = per_call_us(compiled._run, (*head, *tensors, 16))
             result["entries"][count] = compiled._run.npu_cache_dir
         result["scaling_us"] = scaling
-    elif mode != "noop-3":
+    else:
         torch.testing.assert_close(out, x + y)
     print(json.dumps(result))
     """
@@ -250,44 +276,19 @@ def upstream_launcher(tmp: str, runtime: str, env: dict, entries: dict) -> list[
     return [str(script), str(spec)]
 
 
-def alternate(commands: list[tuple[list[str], dict, str]]) -> list[list[float]]:
-    """Runs each (worker command, environment, result key) in turn, ALTERNATIONS times over;
-    every command's rounds, pooled and sorted."""
-    pooled = [[] for _ in commands]
+def alternate(commands: list[tuple[list[str], dict]]) -> list[dict]:
+    """Runs each (worker command, environment) in turn, ALTERNATIONS times over; for every
+    command, each figure's rounds (a list of per-call times in its output, or a dict of
+    them, flattened to the dict's keys) pooled over its runs and sorted."""
+    pooled = [{} for _ in commands]
     for _ in range(ALTERNATIONS):
-        for rounds, (argv, env, key) in zip(pooled, commands, strict=True):
-            rounds += run(argv, env)[key]
-    return [sorted(rounds) for rounds in pooled]
-
-
-def report_upstream(runtime: str, ours: dict, upstream: dict, paired: list) -> None:
-    """Upstream's figures next to ours, and ours / upstream as ratios."""
-    print(f"# upstream's generated launcher, as modelled on {upstream_model.FOLLOWS[runtime]}")
-    three(f"launch_host_overhead_3args_upstream_cxx_{runtime}", upstream["add"])
-    print(
-        f"BENCH launch_host_overhead_scaling_upstream_cxx_{runtime} "
-        + "/".join(f"{statistics.median(upstream[str(n)]):.2f}" for n in ARG_COUNTS)
-        + f" us (medians for {'/'.join(map(str, ARG_COUNTS))} tensor arguments)"
-    )
-    scaling = ours["scaling_us"]
-    ours_paired, upstream_paired = (statistics.median(r) for r in paired[:2])
-    print(
-        f"BENCH launch_host_overhead_ratio_ours_to_upstream_cxx_{runtime} "
-        f"{ours_paired / upstream_paired:.2f} x (3 tensors: {ours_paired:.2f} / "
-        f"{upstream_paired:.2f} us, medians of {len(paired[0])} rounds each, "
-        f"{ALTERNATIONS} processes per side run in turn; single runs, 1/3/8/16 tensors: "
-        + "/".join(
-            f"{scaling[str(n)] / statistics.median(upstream[str(n)]):.2f}" for n in ARG_COUNTS
-        )
-        + ")"
-    )
-    if len(paired) > 2:
-        untimed = statistics.median(paired[2])
-        three("launch_host_overhead_3args_hsa_timeout_off", paired[2])
-        print(
-            "BENCH launch_host_overhead_ratio_ours_timeout_off_to_upstream_cxx_hsa "
-            f"{untimed / upstream_paired:.2f} x (3 tensors, medians of the alternating runs)"
-        )
+        for figures, (argv, env) in zip(pooled, commands, strict=True):
+            for key, value in run(argv, env).items():
+                rounds = value.items() if isinstance(value, dict) else [(key, value)]
+                for name, got in rounds:
+                    if isinstance(got, list):
+                        figures.setdefault(str(name), []).extend(got)
+    return [{k: sorted(v) for k, v in figures.items()} for figures in pooled]
 
 
 # Where the no-op device libraries are built; kept between runs (rebuilt when a source changes).
@@ -311,39 +312,73 @@ def noop_environment(libs: dict, runtime: str, base: dict) -> dict:
 
 
 def host_overhead(tmp: str, script: str, runtime: str, noop_env: dict) -> None:
-    """The host-overhead figures: ours on the no-op device libraries `noop_env` selects, then
-    the model of upstream's launcher on the same libraries, and ours / upstream."""
-    noop = run([script, runtime, "noop"], noop_env)
-    three(f"launch_host_overhead_3args_{runtime}", noop["launcher_us"])
-    call, arguments, launch = (
-        statistics.median(noop[k]) for k in ("python_call_us", "arguments_only_us", "launcher_us")
+    """The host-overhead figures: ours on the no-op device libraries `noop_env` selects and the
+    model of upstream's launcher on the same libraries, run in turn (ALTERNATIONS processes
+    each, every figure pooled over them), and ours / upstream."""
+    # A first run builds the kernels (whose cache entries upstream's model is given) and warms
+    # the caches; its figures are not kept.
+    first = run([script, runtime, "noop"], noop_env)
+    ours = [([script, runtime, "noop"], noop_env)]
+    if runtime == "hsa":
+        # Upstream's watchdog is off unless AMD_TRITON_NPU_HSA_TIMEOUT is set; ours defaults
+        # to 60 s, which rings the doorbell from a helper thread. Ours with the limit off,
+        # like for like:
+        ours.append(([script, runtime, "noop"], {**noop_env, "AMD_TRITON_NPU_HSA_TIMEOUT": "0"}))
+    upstream = upstream_launcher(tmp, runtime, noop_env, first["entries"])
+    contenders = ours if isinstance(upstream, str) else [*ours, (upstream, noop_env)]
+    pooled = alternate(contenders)
+    mine = ours_figures(pooled[0])
+    three(f"launch_host_overhead_3args_{runtime}", mine["add"])
+    call, arguments, dispatch = (
+        statistics.median(mine[k]) for k in ("call", "arguments", "dispatch")
     )
     print(
-        f"BENCH launch_host_overhead_3args_split_{runtime} {call:.2f} / {arguments - call:.2f}"
-        f" / {launch - arguments:.2f} us (medians: the Python call itself / reading and checking"
-        " the arguments, a grid with a zero, nothing dispatched / the dispatch)"
+        f"BENCH launch_host_overhead_3args_split_{runtime} {call:.2f} / {arguments:.2f}"
+        f" / {dispatch:.2f} us (medians of per-round differences: the Python call itself /"
+        " reading and checking the arguments, a grid with a zero, nothing dispatched / the"
+        " dispatch)"
     )
-    scaling = noop["scaling_us"]
-    print(
-        f"BENCH launch_host_overhead_scaling_{runtime} "
-        + "/".join(f"{scaling[str(n)]:.2f}" for n in ARG_COUNTS)
-        + f" us (medians for {'/'.join(map(str, ARG_COUNTS))} tensor arguments)"
-    )
-    upstream = upstream_launcher(tmp, runtime, noop_env, noop["entries"])
+    scaling(f"launch_host_overhead_scaling_{runtime}", mine)
     if isinstance(upstream, str):
         print(f"SKIP launch_host_overhead_upstream_cxx_{runtime}: {upstream}")
-    else:
-        contenders = [
-            ([script, runtime, "noop-3"], noop_env, "launcher_us"),
-            ([*upstream, "add"], noop_env, "add"),
-        ]
-        if runtime == "hsa":
-            # Upstream's watchdog is off unless AMD_TRITON_NPU_HSA_TIMEOUT is set; ours
-            # defaults to 60 s, which rings the doorbell from a helper thread. Ours
-            # with the limit off, like for like:
-            untimed = {**noop_env, "AMD_TRITON_NPU_HSA_TIMEOUT": "0"}
-            contenders.append(([script, runtime, "noop-3"], untimed, "launcher_us"))
-        report_upstream(runtime, noop, run(upstream, noop_env), alternate(contenders))
+        return
+    theirs = pooled[-1]
+    print(f"# upstream's generated launcher, as modelled on {upstream_model.FOLLOWS[runtime]}")
+    three(f"launch_host_overhead_3args_upstream_cxx_{runtime}", theirs["add"])
+    scaling(f"launch_host_overhead_scaling_upstream_cxx_{runtime}", theirs)
+    ratio = statistics.median(mine["add"]) / statistics.median(theirs["add"])
+    print(
+        f"BENCH launch_host_overhead_ratio_ours_to_upstream_cxx_{runtime} {ratio:.2f} x"
+        f" (3 tensors; 1/3/8/16 tensors: "
+        + "/".join(
+            f"{statistics.median(mine[str(n)]) / statistics.median(theirs[str(n)]):.2f}"
+            for n in ARG_COUNTS
+        )
+        + f"; medians of {len(mine['add'])} rounds each, {ALTERNATIONS} processes per side"
+        " run in turn)"
+    )
+    if runtime == "hsa":
+        untimed = ours_figures(pooled[1])
+        three("launch_host_overhead_3args_hsa_timeout_off", untimed["add"])
+        print(
+            "BENCH launch_host_overhead_ratio_ours_timeout_off_to_upstream_cxx_hsa "
+            f"{statistics.median(untimed['add']) / statistics.median(theirs['add']):.2f} x"
+            " (3 tensors, medians of the alternating runs)"
+        )
+
+
+def ours_figures(pooled: dict) -> dict:
+    """Our worker's pooled rounds under the names upstream's worker uses: "add" for the
+    3-tensor kernel, the tensor count for each scaling kernel."""
+    return {"add": pooled["launcher_us"], **pooled}
+
+
+def scaling(name: str, figures: dict) -> None:
+    print(
+        f"BENCH {name} "
+        + "/".join(f"{statistics.median(figures[str(n)]):.2f}" for n in ARG_COUNTS)
+        + f" us (medians for {'/'.join(map(str, ARG_COUNTS))} tensor arguments)"
+    )
 
 
 def three(name: str, rounds: list, unit: str = "us") -> None:
