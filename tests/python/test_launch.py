@@ -394,7 +394,7 @@ def test_tensor_reads_answer_as_torch_does_under_modes_and_without_storage(
     behind its descriptors, so what torch does inside them still happens: an active
     TorchFunctionMode that answers the output's data_ptr() decides where the kernel writes, as
     `tensor.data_ptr()` would; a tensor without storage (sparse) is refused with torch's own
-    reason, naming the argument."""
+    reason, naming the argument; a KeyboardInterrupt raised by a data_ptr() is raised as is."""
     result = run_kernels(
         """
         import json
@@ -425,6 +425,16 @@ def test_tensor_reads_answer_as_torch_does_under_modes_and_without_storage(
             seen["sparse"] = None
         except Exception as e:
             seen["sparse"] = [type(e).__name__, str(e)]
+
+        class Interrupted(torch.Tensor):
+            def data_ptr(self):
+                raise KeyboardInterrupt
+
+        try:
+            launch(x, torch.randn(N).as_subclass(Interrupted), out)
+            seen["interrupt"] = None
+        except BaseException as e:
+            seen["interrupt"] = type(e).__name__
         print(json.dumps(seen))
         """,
         runtime,
@@ -435,6 +445,8 @@ def test_tensor_reads_answer_as_torch_does_under_modes_and_without_storage(
     kind, message = result["sparse"]
     assert kind == "TypeError", result
     assert "argument 1 (y_ptr)" in message and "doesn't have storage" in message, result
+    # Ctrl-C inside a data_ptr() written in Python is raised as it was, not as a bad argument.
+    assert result["interrupt"] == "KeyboardInterrupt", result
 
 
 def test_a_warm_hsa_launch_of_sixteen_same_sized_tensors_allocates_nothing(tmp_path: Path):

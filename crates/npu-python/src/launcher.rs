@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use npu_driver::{Host, KernelRequest, Prepared};
 use npu_runtime::{HostArg, MAX_KERNEL_ARGS, PageFault, Pages};
 use npu_target::{Config, RuntimeKind};
-use pyo3::exceptions::{PyAttributeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyAttributeError, PyException, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
@@ -628,7 +628,13 @@ fn address(
     };
     // As a C long (64 bits here), whose conversion is cheaper than an unsigned long long's
     // on the Pythons we support; user-space addresses are below 2^63.
-    let returned = returned.map_err(|e| not_a_tensor(Some(e)))?;
+    let returned = match returned {
+        Ok(returned) => returned,
+        // Ctrl-C (or `SystemExit`) while a `data_ptr()` written in Python ran is not the
+        // argument's fault: it goes up as it was raised.
+        Err(e) if !e.is_instance_of::<PyException>(arg.py()) => return Err(e),
+        Err(e) => return Err(not_a_tensor(Some(e))),
+    };
     returned
         .extract::<i64>()
         .ok()
