@@ -78,6 +78,22 @@ fn a_fault_on_a_later_packet_hits_that_packet_only() {
     );
 }
 
+/// With packets run inside the doorbell store, as ROCr's XDNA driver runs them (the store
+/// returns only after the packet ended, on the doorbell thread): a negative completion
+/// signal and a queue error are reported and recovered from as with an asynchronous doorbell.
+#[test]
+fn faults_inside_a_synchronous_doorbell_store_are_reported_and_recovered_from() {
+    for fault in ["signal_negative", "queue_error:2"] {
+        run_child(
+            "child_fault_recovery",
+            &[
+                ("NPU_HARNESS_FAULT", fault),
+                ("NPU_HARNESS_DOORBELL", "sync"),
+            ],
+        );
+    }
+}
+
 #[test]
 #[ignore = "child of the fault tests; run those instead"]
 fn child_fault_recovery() {
