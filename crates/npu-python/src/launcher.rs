@@ -426,6 +426,8 @@ impl Launcher {
         let py = args.py();
         let mut seen: SmallVec<[(Bound<'py, PyAny>, usize, Seen); MAX_KERNEL_ARGS]> =
             SmallVec::new();
+        // Once per launch: until torch is imported, finding out means a look at sys.modules.
+        let torch = TorchReads::get(py);
         let kernel_args = args.iter().skip(first);
         for (i, ((name, param), arg)) in self.params.iter().zip(kernel_args).enumerate() {
             match param {
@@ -450,7 +452,7 @@ impl Launcher {
                 }
                 Param::Pointer => {
                     let what = || self.argument_name(i);
-                    let first_look = match TorchReads::get(py).filter(|r| r.is_tensor(&arg)) {
+                    let first_look = match torch.filter(|r| r.is_tensor(&arg)) {
                         Some(reads) => Seen::Tensor {
                             address: address(reads.data_ptr(&arg), &arg, &what)?,
                             version: reads.version(&arg).and_then(|v| v.extract::<i64>()).ok(),
@@ -626,8 +628,6 @@ fn address(
             what(),
         ))
     };
-    // As a C long (64 bits here), whose conversion is cheaper than an unsigned long long's
-    // on the Pythons we support; user-space addresses are below 2^63.
     let returned = match returned {
         Ok(returned) => returned,
         // Ctrl-C (or `SystemExit`) while a `data_ptr()` written in Python ran is not the
@@ -635,6 +635,8 @@ fn address(
         Err(e) if !e.is_instance_of::<PyException>(arg.py()) => return Err(e),
         Err(e) => return Err(not_a_tensor(Some(e))),
     };
+    // As a C long (64 bits here), whose conversion is cheaper than an unsigned long long's
+    // on the Pythons we support; user-space addresses are below 2^63.
     returned
         .extract::<i64>()
         .ok()
