@@ -46,7 +46,7 @@ develop: venv xrt-shim stage-cli
 	if [ -f target/xrt-shim/libtriton_npu_xrt.so ]; then \
 		cp target/xrt-shim/libtriton_npu_xrt.so python/triton_npu/lib/; fi
 	VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(VENV))/bin:$$PATH \
-		$(VENV)/bin/maturin develop --release -q
+		$(VENV)/bin/maturin develop --profile dist -q
 	@test -x $(VENV)/bin/triton-npu && head -c4 $(VENV)/bin/triton-npu | grep -q ELF || { \
 		echo "make develop: $(VENV)/bin/triton-npu is not the native binary" >&2; exit 1; }
 
@@ -59,7 +59,7 @@ wheel: venv xrt-shim stage-cli
 	mkdir -p python/triton_npu/lib
 	if [ -f target/xrt-shim/libtriton_npu_xrt.so ]; then \
 		cp target/xrt-shim/libtriton_npu_xrt.so python/triton_npu/lib/; fi
-	$(VENV)/bin/maturin build --release -q
+	$(VENV)/bin/maturin build --profile dist -q
 
 ## harness: build the conformance harness into target/harness (tests only).
 harness: uuid-dev

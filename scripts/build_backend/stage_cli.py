@@ -23,8 +23,9 @@ BINARY = "triton-npu"
 
 
 def build() -> Path:
-    """`cargo build --release` of the binary; returns the path cargo reports for it (so
-    `CARGO_TARGET_DIR` and `--target` in cargo's configuration are respected)."""
+    """`cargo build --profile dist` of the binary (release, optimised as one program: see
+    Cargo.toml); returns the path cargo reports for it (so `CARGO_TARGET_DIR` and `--target`
+    in cargo's configuration are respected)."""
     cargo = os.environ.get("CARGO") or shutil.which("cargo")
     if not cargo:
         raise SystemExit(
@@ -34,7 +35,8 @@ def build() -> Path:
     command = [
         cargo,
         "build",
-        "--release",
+        "--profile",
+        "dist",
         "-p",
         "npu-cli",
         "--bin",
