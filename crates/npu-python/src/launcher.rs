@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use npu_driver::{Host, KernelRequest, Prepared};
 use npu_runtime::{HostArg, MAX_KERNEL_ARGS, PageFault, Pages};
 use npu_target::{Config, RuntimeKind};
+use pyo3::Borrowed;
 use pyo3::exceptions::{PyAttributeError, PyException, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -81,11 +82,21 @@ pub struct Launcher {
     known: KnownObjects,
 }
 
-/// A buffer argument of one launch: the object (alive for the whole call: the argument tuple
-/// holds it), what was read of it, and whether that came from an earlier launch.
-struct Given<'py> {
-    object: Bound<'py, PyAny>,
-    facts: Facts,
+/// A launch's buffer arguments, in signature order and on the stack (a launch allocates
+/// nothing it need not): the host buffers, as the dispatch takes them, and beside each the
+/// object it was read from.
+#[derive(Default)]
+struct GivenArgs<'a, 'py> {
+    buffers: SmallVec<[HostArg; MAX_KERNEL_ARGS]>,
+    objects: SmallVec<[GivenObject<'a, 'py>; MAX_KERNEL_ARGS]>,
+}
+
+/// The object behind one buffer argument (borrowed from the argument tuple, which holds it for
+/// the whole call), its torch `_version` when it has one, and whether its buffer was recalled
+/// from an earlier launch.
+struct GivenObject<'a, 'py> {
+    object: Borrowed<'a, 'py, PyAny>,
+    version: Option<i64>,
     recalled: bool,
 }
 
@@ -169,7 +180,7 @@ impl Launcher {
             enter_hook.call1((&launch_metadata,))?;
         }
         // Read in place: a slice would be a new tuple per launch for the collector to track.
-        let mut given = GivenArgs::new();
+        let mut given = GivenArgs::default();
         this.buffers(args, FIXED, &mut given)?;
         if grid.contains(&0) {
             return this.exit(&*args.get_borrowed_item(8)?, &launch_metadata);
@@ -186,11 +197,10 @@ impl Launcher {
         crate::dispatched::record(slf, &function);
         if prepared.loaded.is_some() {
             this.probe(&mut given, &prepared.io.written)?;
-            let buffers: SmallVec<[HostArg; MAX_KERNEL_ARGS]> =
-                given.iter().map(|g| g.facts.arg).collect();
+            let buffers = &given.buffers;
             // Ctrl-C or SIGTERM stops the wait for the device (KeyboardInterrupt here).
             let report =
-                crate::interrupt::detach_interruptible(py, || prepared.dispatch(&buffers, None))?
+                crate::interrupt::detach_interruptible(py, || prepared.dispatch(buffers, None))?
                     .map_err(|e| this.dispatch_error(e))?;
             let ns = u64::try_from(report.device_time.as_nanos()).unwrap_or(u64::MAX);
             LAST_DISPATCH.with(|d| d.set((d.get().0 + 1, ns)));
@@ -284,15 +294,16 @@ impl Launcher {
     /// Makes sure every buffer's memory can be read, and written where the kernel writes
     /// it, before anything touches it: known from an earlier launch of the same object
     /// (`known`), probed otherwise. A refusal names the argument as the signature does.
-    fn probe(&self, given: &mut [Given<'_>], written: &[bool]) -> PyResult<()> {
-        for (i, g) in given.iter_mut().enumerate() {
+    fn probe(&self, given: &mut GivenArgs<'_, '_>, written: &[bool]) -> PyResult<()> {
+        let GivenArgs { buffers, objects } = given;
+        for (i, (arg, g)) in buffers.iter_mut().zip(objects.iter()).enumerate() {
             let need = if written.get(i).copied().unwrap_or(true) {
                 Pages::Writable
             } else {
                 Pages::Readable
             };
-            if g.facts.arg.pages() < need {
-                match g.facts.arg.probe(need) {
+            if arg.pages() < need {
+                match arg.probe(need) {
                     Ok(()) => {}
                     Err(PageFault::Write(reason)) => return Err(self.not_writable(i, reason)),
                     Err(PageFault::Read(reason)) => return Err(self.not_readable(i, reason)),
@@ -300,7 +311,11 @@ impl Launcher {
             } else if g.recalled {
                 continue;
             }
-            self.known.remember(&g.object, g.facts);
+            let facts = Facts {
+                arg: *arg,
+                version: g.version,
+            };
+            self.known.remember(&g.object, facts);
         }
         Ok(())
     }
@@ -403,11 +418,11 @@ impl Launcher {
     /// whether it changed (a torch tensor's `data_ptr()` and `_version`; any other object is
     /// read in full), then what an earlier launch read of it is recalled for all of them under
     /// one lock, then the torch tensors not recalled are read in full.
-    fn buffers<'py>(
+    fn buffers<'a, 'py>(
         &self,
-        args: &Bound<'py, PyTuple>,
+        args: &'a Bound<'py, PyTuple>,
         first: usize,
-        out: &mut GivenArgs<'py>,
+        out: &mut GivenArgs<'a, 'py>,
     ) -> PyResult<()> {
         let given = args.len() - first;
         if given != self.params.len() {
@@ -424,12 +439,14 @@ impl Launcher {
             )));
         }
         let py = args.py();
-        let mut seen: SmallVec<[(Bound<'py, PyAny>, usize, Seen); MAX_KERNEL_ARGS]> =
+        let mut seen: SmallVec<[(Borrowed<'a, 'py, PyAny>, usize, Seen); MAX_KERNEL_ARGS]> =
             SmallVec::new();
         // Once per launch: until torch is imported, finding out means a look at sys.modules.
         let torch = TorchReads::get(py);
-        let kernel_args = args.iter().skip(first);
-        for (i, ((name, param), arg)) in self.params.iter().zip(kernel_args).enumerate() {
+        for (i, (name, param)) in self.params.iter().enumerate() {
+            // Borrowed, not owned: the tuple holds every argument for the whole call, and a
+            // reference count taken and given back per argument is work for nothing.
+            let arg = args.get_borrowed_item(first + i)?;
             match param {
                 Param::Constexpr => {}
                 Param::Int => {
@@ -467,64 +484,54 @@ impl Launcher {
         // would copy them whole.
         let mut recalled = SmallVec::new();
         self.known
-            .recall_into(seen.iter().map(|(object, _, _)| object), &mut recalled);
+            .recall_into(seen.iter().map(|(object, _, _)| &**object), &mut recalled);
         for ((object, i, first_look), known) in seen.drain(..).zip(recalled.drain(..)) {
-            out.push(self.resolve(py, object, i, first_look, known)?);
+            let (facts, recalled) = self.resolve(py, &object, i, first_look, known)?;
+            out.buffers.push(facts.arg);
+            out.objects.push(GivenObject {
+                object,
+                version: facts.version,
+                recalled,
+            });
         }
         Ok(())
     }
 
     /// A buffer argument from its first look and what an earlier launch read of it: a torch
     /// tensor at the same address and version is taken as it was; one that changed is read in
-    /// full; any other object was read in full, and only its pages may be known.
-    fn resolve<'py>(
+    /// full; any other object was read in full, and only its pages may be known. Returns what
+    /// is known of it now and whether that was recalled.
+    fn resolve(
         &self,
-        py: Python<'py>,
-        object: Bound<'py, PyAny>,
+        py: Python<'_>,
+        object: &Bound<'_, PyAny>,
         position: usize,
         first_look: Seen,
         known: Option<Facts>,
-    ) -> PyResult<Given<'py>> {
+    ) -> PyResult<(Facts, bool)> {
         Ok(match (first_look, known) {
             (Seen::Tensor { address, version }, Some(facts))
                 if version.is_some()
                     && facts.version == version
                     && facts.arg.address() as u64 == address =>
             {
-                Given {
-                    object,
-                    facts,
-                    recalled: true,
-                }
+                (facts, true)
             }
             // Torch tensors cannot be read-only (and have no `flags`: looking for it would
             // raise and catch an AttributeError per tensor); memory mapped read-only behind
             // one is found by the page probe.
-            (Seen::Tensor { address, version }, _) => Given {
-                facts: Facts {
-                    arg: host_arg_at(py, &object, address, true, &|| self.argument_name(position))?,
-                    version,
-                },
-                object,
-                recalled: false,
-            },
+            (Seen::Tensor { address, version }, _) => {
+                let what = || self.argument_name(position);
+                let arg = host_arg_at(py, object, address, true, &what)?;
+                (Facts { arg, version }, false)
+            }
             (Seen::Other(arg), Some(k))
                 if k.arg.address() == arg.address() && k.arg.len() == arg.len() =>
             {
-                Given {
-                    object,
-                    facts: Facts {
-                        arg: arg.vouched(k.arg.pages()),
-                        version: None,
-                    },
-                    recalled: true,
-                }
+                let arg = arg.vouched(k.arg.pages());
+                (Facts { arg, version: None }, true)
             }
-            (Seen::Other(arg), _) => Given {
-                object,
-                facts: Facts { arg, version: None },
-                recalled: false,
-            },
+            (Seen::Other(arg), _) => (Facts { arg, version: None }, false),
         })
     }
 
@@ -534,9 +541,6 @@ impl Launcher {
         format!("argument {position} ({name}) of {}", self.name)
     }
 }
-
-/// A launch's buffer arguments, on the stack (a launch allocates nothing it need not).
-type GivenArgs<'py> = SmallVec<[Given<'py>; MAX_KERNEL_ARGS]>;
 
 /// The first look at a buffer object: what says whether it is as an earlier launch saw it.
 enum Seen {
