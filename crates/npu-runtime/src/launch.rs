@@ -7,20 +7,22 @@
 
 use std::time::Duration;
 
-use smallvec::SmallVec;
-
 use crate::raw::host::HostArg;
 use crate::runtime::{DispatchOptions, Program};
 use crate::shared::{Placement, SharedRegions};
 use crate::{MAX_KERNEL_ARGS, RuntimeError};
 
 /// A dispatch whose arguments passed the checks. Only [`Launch::check`] makes one.
+/// `Launch::in_shared` keeps a bit per argument.
+const _: () = assert!(MAX_KERNEL_ARGS <= u32::BITS as usize);
+
 #[derive(Debug)]
 pub struct Launch<'a> {
     program: &'a Program,
     args: &'a [HostArg],
-    /// On the stack: a launch allocates nothing it does not have to.
-    placements: SmallVec<[Placement; MAX_KERNEL_ARGS]>,
+    /// Bit `i`: argument `i` lies inside a shared buffer. A word, not a list of placements:
+    /// the launch is built and moved once per dispatch, and the runtimes need no more.
+    in_shared: u32,
     writeback: Option<&'a [bool]>,
     timeout: Option<Duration>,
 }
@@ -76,7 +78,7 @@ impl<'a> Launch<'a> {
                 sizes.len()
             )));
         }
-        let mut placements = SmallVec::new();
+        let mut in_shared = 0;
         for (i, arg) in args.iter().enumerate() {
             if arg.is_empty() {
                 return Err(invalid(format!(
@@ -111,6 +113,7 @@ impl<'a> Launch<'a> {
                          {element}-byte element boundary"
                     )));
                 }
+                in_shared |= 1 << i;
             }
             // Probed unless known already (a caller that remembers probes per object vouches
             // for them): a read or write of memory that is not there would kill the process.
@@ -129,12 +132,11 @@ impl<'a> Launch<'a> {
                     reason,
                 });
             }
-            placements.push(placement);
         }
         Ok(Launch {
             program,
             args,
-            placements,
+            in_shared,
             writeback: options.writeback,
             timeout: options.timeout,
         })
@@ -153,9 +155,11 @@ impl<'a> Launch<'a> {
         self.args
     }
 
-    /// Where argument `i` lies.
-    pub fn placement(&self, i: usize) -> Placement {
-        self.placements[i]
+    /// Whether argument `i` lies inside one of the runtime's shared buffers (which the runtime
+    /// may pass in place); otherwise it is host memory, staged.
+    pub fn in_shared_buffer(&self, i: usize) -> bool {
+        1u32.checked_shl(i as u32)
+            .is_some_and(|bit| self.in_shared & bit != 0)
     }
 
     /// Whether the kernel writes argument `i` (so its result comes back).
@@ -191,7 +195,7 @@ mod tests {
     #[derive(Default)]
     struct Recorder {
         regions: SharedRegions,
-        seen: Mutex<Vec<(Vec<Placement>, Vec<bool>)>>,
+        seen: Mutex<Vec<(Vec<bool>, Vec<bool>)>>,
     }
 
     impl Runtime for Recorder {
@@ -216,7 +220,7 @@ mod tests {
         fn run(&self, launch: &Launch<'_>) -> Result<DispatchReport, RuntimeError> {
             let n = launch.args().len();
             self.seen.lock().unwrap().push((
-                (0..n).map(|i| launch.placement(i)).collect(),
+                (0..n).map(|i| launch.in_shared_buffer(i)).collect(),
                 (0..n).map(|i| launch.writes(i)).collect(),
             ));
             Ok(DispatchReport::default())
@@ -325,13 +329,7 @@ mod tests {
             .dispatch(&rt, &p, &f32s)
             .unwrap();
         let (placed, _) = rt.seen.lock().unwrap().pop().unwrap();
-        assert_eq!(
-            placed,
-            vec![Placement::Shared {
-                start: a.as_ptr() as usize,
-                len: 16
-            }]
-        );
+        assert_eq!(placed, vec![true], "inside the shared buffer");
         let r = HostBuffers::new()
             .writable(&mut a[2..6])
             .dispatch(&rt, &p, &f32s);
@@ -348,7 +346,8 @@ mod tests {
             .unwrap();
         assert_eq!(
             rt.seen.lock().unwrap().pop().unwrap().0,
-            vec![Placement::Host]
+            vec![false],
+            "host memory"
         );
     }
 }

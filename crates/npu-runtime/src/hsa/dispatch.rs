@@ -17,7 +17,6 @@ use super::memory::StagingPool;
 use super::session::Session;
 use super::spin::{SPIN, spin_until};
 use crate::raw::hsa::{AieQueue, PoolAllocation, SubmitError};
-use crate::shared::Placement;
 use crate::{DispatchReport, Launch, MAX_KERNEL_ARGS, RuntimeError};
 
 /// The start-address alignment the NPU's shim DMAs need: their buffer descriptors hold
@@ -183,14 +182,13 @@ impl Dispatcher {
         let mut kernargs: SmallVec<[(u64, u64); MAX_KERNEL_ARGS]> = SmallVec::new();
         let mut staged = StagedArgs::new();
         for (i, arg) in launch.args().iter().enumerate() {
-            let address = match launch.placement(i) {
-                Placement::Shared { .. } if arg.address().is_multiple_of(DMA_ALIGNMENT) => {
+            let address =
+                if launch.in_shared_buffer(i) && arg.address().is_multiple_of(DMA_ALIGNMENT) {
                     report.in_place += 1;
                     arg.address() as u64
-                }
-                // Host memory, or a view into a shared buffer at an address the NPU's DMAs
-                // cannot start at: copied through an aligned staging buffer.
-                Placement::Shared { .. } | Placement::Host => {
+                } else {
+                    // Host memory, or a view into a shared buffer at an address the NPU's DMAs
+                    // cannot start at: copied through an aligned staging buffer.
                     let mut buffer = match self.staging.take(&self.session, arg.len()) {
                         Ok(b) => b,
                         Err(e) => {
@@ -203,8 +201,7 @@ impl Dispatcher {
                     staged.push(Staged { index: i, buffer });
                     report.staged += 1;
                     address
-                }
-            };
+                };
             kernargs.push((address, arg.len() as u64));
         }
 

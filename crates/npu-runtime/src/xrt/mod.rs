@@ -35,7 +35,7 @@ use npu_target::{Config, NpuVersion, RuntimeKind};
 use smallvec::SmallVec;
 use xrt_sys::{Bo, BoFlags, BoKind, Device, Elf, SyncDirection, WaitOutcome, Xclbin, XrtSysError};
 
-use crate::shared::{Placement, SharedRegions};
+use crate::shared::SharedRegions;
 use crate::{
     Artifact, BuildFiles, DispatchReport, Launch, MAX_KERNEL_ARGS, Program, Runtime, RuntimeError,
     SharedBuffer,
@@ -339,12 +339,12 @@ impl XrtRuntime {
         // an argument the check placed in a shared buffer can be one.)
         let mut in_place: SmallVec<[Option<Arc<Bo>>; MAX_KERNEL_ARGS]> = SmallVec::new();
         for (i, arg) in args.iter().enumerate() {
-            let shared = match launch.placement(i) {
-                Placement::Host => None,
-                Placement::Shared { .. } => self
-                    .shared
+            let shared = if launch.in_shared_buffer(i) {
+                self.shared
                     .find(arg)
-                    .filter(|bo| fits_in_place(spec, session, i, bo)),
+                    .filter(|bo| fits_in_place(spec, session, i, bo))
+            } else {
+                None
             };
             match shared {
                 Some(bo) => {
