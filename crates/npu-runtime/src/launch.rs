@@ -12,10 +12,10 @@ use crate::runtime::{DispatchOptions, Program};
 use crate::shared::{Placement, SharedRegions};
 use crate::{MAX_KERNEL_ARGS, RuntimeError};
 
-/// A dispatch whose arguments passed the checks. Only [`Launch::check`] makes one.
-/// `Launch::in_shared` keeps a bit per argument.
+// `Launch::in_shared` keeps a bit per argument.
 const _: () = assert!(MAX_KERNEL_ARGS <= u32::BITS as usize);
 
+/// A dispatch whose arguments passed the checks. Only [`Launch::check`] makes one.
 #[derive(Debug)]
 pub struct Launch<'a> {
     program: &'a Program,
