@@ -43,8 +43,10 @@ struct Mailbox {
     returned: Line<AtomicU64>,
     /// The doorbell requests are rung on: set by the caller before it posts for a new queue,
     /// and held locked by the thread while it rings (so a store that never returns keeps its
-    /// queue alive, and the caller can tell: `try_lock` fails).
-    doorbell: Mutex<Option<Doorbell>>,
+    /// queue alive, and the caller can tell: `try_lock` fails). On a line of its own: the
+    /// thread locks it for every store, and the flags below are read by both sides on every
+    /// launch, so beside them it would move between the cores twice per launch.
+    doorbell: Line<Mutex<Option<Doorbell>>>,
     shutdown: AtomicBool,
     /// Whether the thread sleeps on `posted_cv` / a caller sleeps on `returned_cv`; both
     /// sleep under `sleep`.
@@ -94,7 +96,7 @@ impl DoorbellThread {
     pub fn ring(&mut self, queue: &AieQueue, value: i64) -> Ticket {
         let m = &self.mailbox;
         if self.current != Some(queue.id()) {
-            *lock(&m.doorbell) = Some(queue.doorbell());
+            *lock(&m.doorbell.0) = Some(queue.doorbell());
             self.current = Some(queue.id());
         }
         let request = &m.request.0;
@@ -117,7 +119,7 @@ impl DoorbellThread {
     /// Lets go of the doorbell the thread holds, so that a queue the runtime drops is
     /// destroyed now. Not while a store that never returned holds it: that queue must live.
     pub fn forget_queue(&mut self) {
-        if let Ok(mut held) = self.mailbox.doorbell.try_lock() {
+        if let Ok(mut held) = self.mailbox.doorbell.0.try_lock() {
             *held = None;
             self.current = None;
         }
@@ -154,7 +156,7 @@ fn serve(m: &Mailbox) {
             return; // shut down, nothing left to ring
         }
         let value = request.value.load(Ordering::Relaxed);
-        match lock(&m.doorbell).as_ref() {
+        match lock(&m.doorbell.0).as_ref() {
             Some(doorbell) => doorbell.ring(value),
             // The caller sets the doorbell before posting; ringing nothing leaves the packet
             // unsubmitted, which the caller's wait reports as a timeout.
