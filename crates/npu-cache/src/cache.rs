@@ -16,8 +16,8 @@ use crate::error::{CacheError, io_err};
 use crate::fsat::{self, Opened};
 use crate::key::{Inputs, Key};
 use crate::location::{
-    self, check_private, check_private_dir, check_private_stat, create_private_dir, inside_remedy,
-    root_remedy,
+    self, check_private, check_private_dir, check_private_stat, create_private_dir, euid,
+    inside_remedy, root_remedy,
 };
 use crate::lock::{FileLock, Patience, Waited};
 use crate::manifest::{BuildTimes, DATA_DIR, MANIFEST_FILE, Manifest};
@@ -259,7 +259,7 @@ impl Cache {
         match fsat::open_dir(&self.entries, key.shard()).map_err(io_err("open", &path))? {
             Opened::Found(fd) => {
                 let stat = fsat::fstat(&fd).map_err(io_err("inspect", &path))?;
-                check_private_stat(&path, &stat, &inside_remedy(&path))?;
+                check_private_stat(&path, &stat, euid(), &path)?;
                 Ok(Some(fd))
             }
             Opened::Missing => Ok(None),

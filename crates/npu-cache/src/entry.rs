@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 use crate::error::{CacheError, io_err};
 use crate::fsat::{self, Opened};
 use crate::key::{Key, hex};
-use crate::location::{check_private_stat, euid, inside_remedy};
+use crate::location::{check_private_stat, euid};
 use crate::manifest::{self, DATA_DIR, FileRecord, MANIFEST_FILE, MANIFEST_MAX_BYTES, Manifest};
 
 /// A published, verified entry: its manifest and the verified bytes of its files. While it
@@ -116,7 +116,8 @@ pub(crate) fn read(
         }
     };
     let stat = fsat::fstat(&dir).map_err(io_err("inspect", &entry_dir))?;
-    check_private_stat(&entry_dir, &stat, &inside_remedy(&entry_dir))?;
+    let me = euid();
+    check_private_stat(&entry_dir, &stat, me, &entry_dir)?;
 
     let manifest_path = entry_dir.join(MANIFEST_FILE);
     let no_atime = depth == Depth::Audit;
@@ -134,7 +135,7 @@ pub(crate) fn read(
     if stat.st_nlink == 0 {
         return Ok(Verdict::Missing);
     }
-    check_private_stat(&manifest_path, &stat, &inside_remedy(&entry_dir))?;
+    check_private_stat(&manifest_path, &stat, me, &entry_dir)?;
     if !fsat::is_file(&stat) || stat.st_size as u64 > MANIFEST_MAX_BYTES {
         return Ok(Verdict::Damaged(format!(
             "{MANIFEST_FILE} is not a regular file of sensible size"
@@ -161,11 +162,11 @@ pub(crate) fn read(
         }
     };
     let stat = fsat::fstat(&data).map_err(io_err("inspect", &data_path))?;
-    check_private_stat(&data_path, &stat, &inside_remedy(&entry_dir))?;
+    check_private_stat(&data_path, &stat, me, &entry_dir)?;
 
     let mut contents = Vec::with_capacity(manifest.files.len());
     for record in &manifest.files {
-        match read_file(&data, &data_path, &entry_dir, record, no_atime)? {
+        match read_file(&data, &data_path, &entry_dir, record, no_atime, me)? {
             Ok(bytes) => contents.push(bytes),
             Err(reason) => return Ok(Verdict::Damaged(reason)),
         }
@@ -192,34 +193,39 @@ fn read_file(
     entry_dir: &Path,
     record: &FileRecord,
     no_atime: bool,
+    me: u32,
 ) -> Result<Result<Arc<[u8]>, String>, CacheError> {
     let path = data_path.join(&record.path);
-    let shown = format!("{DATA_DIR}/{}", record.path);
+    // The file's name in a reason is written out only when something is wrong.
+    let shown = || format!("{DATA_DIR}/{}", record.path);
     let mut file =
         match fsat::open_file(data, &record.path, no_atime).map_err(io_err("open", &path))? {
             Opened::Found(f) => f,
-            Opened::Missing => return Ok(Err(format!("{shown} is missing"))),
-            Opened::WrongType => return Ok(Err(format!("{shown} is not a regular file"))),
+            Opened::Missing => return Ok(Err(format!("{} is missing", shown()))),
+            Opened::WrongType => return Ok(Err(format!("{} is not a regular file", shown()))),
         };
     let stat = fsat::fstat(&file).map_err(io_err("inspect", &path))?;
     if !fsat::is_file(&stat) {
-        return Ok(Err(format!("{shown} is not a regular file")));
+        return Ok(Err(format!("{} is not a regular file", shown())));
     }
-    check_private_stat(&path, &stat, &inside_remedy(entry_dir))?;
+    check_private_stat(&path, &stat, me, entry_dir)?;
     if stat.st_size as u64 != record.size {
         return Ok(Err(format!(
-            "{shown} has {} bytes, the manifest says {}",
-            stat.st_size, record.size
+            "{} has {} bytes, the manifest says {}",
+            shown(),
+            stat.st_size,
+            record.size
         )));
     }
     let Some(bytes) =
         fsat::read_exact_len(&mut file, record.size).map_err(io_err("read", &path))?
     else {
-        return Ok(Err(format!("{shown} shrank while being read")));
+        return Ok(Err(format!("{} shrank while being read", shown())));
     };
     if hex(&Sha256::digest(&bytes)) != record.sha256 {
         return Ok(Err(format!(
-            "{shown} does not match its sha256 in the manifest"
+            "{} does not match its sha256 in the manifest",
+            shown()
         )));
     }
     Ok(Ok(Arc::from(bytes)))

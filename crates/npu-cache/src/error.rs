@@ -2,7 +2,7 @@
 
 use std::convert::Infallible;
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::key::Key;
 
@@ -187,15 +187,15 @@ impl<B> CacheError<B> {
     }
 }
 
-/// Shorthand for an [`CacheError::Io`] mapper.
-pub(crate) fn io_err(
+/// Shorthand for an [`CacheError::Io`] mapper. The path is copied only if there is an error:
+/// a cache hit passes a dozen of these and fails none.
+pub(crate) fn io_err<P: AsRef<Path>>(
     action: &'static str,
-    path: impl Into<PathBuf>,
+    path: P,
 ) -> impl FnOnce(io::Error) -> CacheError {
-    let path = path.into();
     move |source| CacheError::Io {
         action,
-        path,
+        path: path.as_ref().to_path_buf(),
         source,
     }
 }

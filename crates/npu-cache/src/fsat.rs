@@ -93,22 +93,16 @@ pub(crate) fn is_file(stat: &Stat) -> bool {
 }
 
 /// Reads exactly `len` bytes (the size `fstat` reported); `Ok(None)` if the file has fewer by
-/// now. The caller checks these bytes, and only these are ever used.
+/// now. The caller checks these bytes, and only these are ever used. The buffer is not zeroed
+/// first (`read_to_end` reads into its spare capacity); reading stops at `len` even if the
+/// file has grown.
 pub(crate) fn read_exact_len(file: &mut File, len: u64) -> io::Result<Option<Vec<u8>>> {
-    let Ok(len) = usize::try_from(len) else {
+    let Ok(wanted) = usize::try_from(len) else {
         return Ok(None);
     };
-    let mut bytes = vec![0u8; len];
-    let mut filled = 0;
-    while filled < len {
-        match file.read(&mut bytes[filled..]) {
-            Ok(0) => return Ok(None),
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(Some(bytes))
+    let mut bytes = Vec::with_capacity(wanted);
+    file.take(len).read_to_end(&mut bytes)?;
+    Ok((bytes.len() == wanted).then_some(bytes))
 }
 
 /// Renames `from` in `from_dir` to `to` in `to_dir`, failing if `to` exists.
@@ -125,4 +119,44 @@ pub(crate) fn rename_noreplace(
         to,
         rustix::fs::RenameFlags::NOREPLACE,
     )?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file_of(bytes: &[u8]) -> (tempfile::TempDir, File) {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("f");
+        std::fs::write(&path, bytes).unwrap();
+        let file = File::open(&path).unwrap();
+        (tmp, file)
+    }
+
+    #[test]
+    fn reads_exactly_the_size_it_is_told() {
+        let (_tmp, mut file) = file_of(b"0123456789");
+        assert_eq!(
+            read_exact_len(&mut file, 10).unwrap().unwrap(),
+            b"0123456789"
+        );
+    }
+
+    #[test]
+    fn a_file_shorter_than_told_is_reported_not_padded() {
+        let (_tmp, mut file) = file_of(b"0123");
+        assert_eq!(read_exact_len(&mut file, 10).unwrap(), None);
+    }
+
+    #[test]
+    fn a_file_that_grew_is_read_only_up_to_the_size_told() {
+        let (_tmp, mut file) = file_of(b"0123456789abcdef");
+        assert_eq!(read_exact_len(&mut file, 4).unwrap().unwrap(), b"0123");
+    }
+
+    #[test]
+    fn an_empty_read_is_empty() {
+        let (_tmp, mut file) = file_of(b"");
+        assert_eq!(read_exact_len(&mut file, 0).unwrap().unwrap(), b"");
+    }
 }

@@ -66,12 +66,12 @@ pub(crate) fn create_private_dir(path: &Path) -> io::Result<()> {
 
 /// Why `meta` (of `path`) is not private to this user, if it is not.
 pub(crate) fn ownership_problem(meta: &Metadata) -> Option<String> {
-    owner_mode_problem(meta.uid(), meta.mode())
+    owner_mode_problem(euid(), meta.uid(), meta.mode())
 }
 
-/// Why a file with this owner and mode is not private to this user, if it is not.
-pub(crate) fn owner_mode_problem(uid: u32, mode: u32) -> Option<String> {
-    let me = euid();
+/// Why a file with this owner and mode is not private to `me` (the effective user id), if it
+/// is not.
+fn owner_mode_problem(me: u32, uid: u32, mode: u32) -> Option<String> {
     if uid != me {
         return Some(format!("it is owned by uid {uid}, not by you (uid {me})"));
     }
@@ -89,19 +89,22 @@ pub(crate) fn owner_mode_problem(uid: u32, mode: u32) -> Option<String> {
     None
 }
 
-/// Refuses a file (described by its `fstat`) unless it belongs to this user and only this
-/// user can write it.
+/// Refuses a file (described by its `fstat`) unless it belongs to `me` (this process's
+/// effective user id, which a caller checking several files reads once) and only `me` can
+/// write it. The advice is to remove `removable` (the entry or shard that holds it); it is
+/// written out only for a refusal, since a cache hit checks half a dozen files.
 pub(crate) fn check_private_stat(
     path: &Path,
     stat: &rustix::fs::Stat,
-    remedy: &str,
+    me: u32,
+    removable: &Path,
 ) -> Result<(), CacheError> {
-    match owner_mode_problem(stat.st_uid, stat.st_mode) {
+    match owner_mode_problem(me, stat.st_uid, stat.st_mode) {
         None => Ok(()),
         Some(problem) => Err(CacheError::Unsafe {
             path: path.to_owned(),
             problem,
-            remedy: remedy.to_owned(),
+            remedy: inside_remedy(removable),
         }),
     }
 }

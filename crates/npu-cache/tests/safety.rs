@@ -121,6 +121,13 @@ fn an_entry_writable_by_others_is_refused() {
     let err = cache.lookup(&inputs).unwrap_err();
     assert!(matches!(err, CacheError::Unsafe { .. }), "{err:?}");
     assert!(err.to_string().contains("others (mode 0666)"), "{err}");
+    // The advice names the entry to remove (the directory that holds data/).
+    let entry = data.parent().unwrap();
+    assert!(
+        err.to_string()
+            .contains(&format!("rm -r '{}'", entry.display())),
+        "{err}"
+    );
     // get_or_build refuses as well rather than silently replacing it.
     let err = cache
         .get_or_build(&inputs, |dir| fs::write(dir.join("a"), b"a"))
