@@ -285,3 +285,39 @@ fn the_manifest_records_files_inputs_and_tools() {
     assert_eq!(&on_disk, m);
     assert_eq!(entry.file("nope"), None);
 }
+
+#[test]
+fn one_handle_keeps_working_when_a_shard_directory_is_removed_and_made_anew() {
+    // A handle keeps the shard directories it opened; one removed under it (by hand, or by
+    // another tool) must not leave the handle looking into the removed directory.
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = Cell::new(0);
+    let cache = Cache::at(tmp.path()).unwrap();
+    let entry = cache.get_or_build(&inputs(), build(&runs)).unwrap();
+    let shard = entry.dir().parent().unwrap().parent().unwrap().to_owned();
+    drop(entry);
+    assert!(cache.lookup(&inputs()).unwrap().is_some());
+
+    fs::remove_dir_all(&shard).unwrap();
+    assert!(cache.lookup(&inputs()).unwrap().is_none());
+    let entry = cache.get_or_build(&inputs(), build(&runs)).unwrap();
+    assert_eq!(runs.get(), 2, "the removed entry is built again");
+    assert!(entry.dir().starts_with(&shard), "into the shard made anew");
+    drop(entry);
+    let found = cache
+        .lookup(&inputs())
+        .unwrap()
+        .expect("a hit in the new shard");
+    assert_eq!(found.bytes("aie.elf").unwrap().as_ref(), &[7u8; 1000][..]);
+
+    // A shard removed and made again before the handle looks: the new one is used.
+    let entry_dir = found.dir().parent().unwrap().to_owned();
+    drop(found);
+    let moved = tmp.path().join("moved");
+    fs::create_dir(&moved).unwrap();
+    fs::rename(&entry_dir, moved.join("entry")).unwrap();
+    fs::remove_dir(&shard).unwrap();
+    fs::create_dir(&shard).unwrap();
+    fs::rename(moved.join("entry"), &entry_dir).unwrap();
+    assert!(cache.lookup(&inputs()).unwrap().is_some());
+}
