@@ -14,7 +14,7 @@ use npu_target::Config;
 use crate::entry::{self, Depth, Entry, Verdict};
 use crate::error::{CacheError, io_err};
 use crate::fsat::{self, Opened};
-use crate::key::{Inputs, Key, SHARDS};
+use crate::key::{Inputs, Key};
 use crate::location::{
     self, check_private, check_private_dir, check_private_stat, create_private_dir, euid,
     inside_remedy, root_remedy,
@@ -42,10 +42,6 @@ pub struct Cache {
     pub(crate) root: PathBuf,
     /// `entries/`, opened once without following symlinks; shards are opened relative to it.
     entries: OwnedFd,
-    /// The shard directories opened so far, by shard, so that a lookup opens one directory
-    /// fewer. Each is checked again on every use (still private, not removed), and opened
-    /// afresh once it has been removed.
-    shards: Mutex<Vec<Option<Arc<OwnedFd>>>>,
     trash: OwnedFd,
     max_bytes: Option<u64>,
     build_wait: Duration,
@@ -225,7 +221,6 @@ impl Cache {
             stats: StatsFile::new(&root),
             root,
             entries,
-            shards: Mutex::new(vec![None; SHARDS]),
             trash,
             max_bytes: None,
             build_wait: DEFAULT_BUILD_WAIT,
@@ -259,25 +254,12 @@ impl Cache {
 
     /// The shard directory of `key`, opened without following a symlink and checked;
     /// `None` if it does not exist yet.
-    pub(crate) fn open_shard(&self, key: &Key) -> Result<Option<Arc<OwnedFd>>, CacheError> {
+    pub(crate) fn open_shard(&self, key: &Key) -> Result<Option<OwnedFd>, CacheError> {
         let path = self.shard_path(key);
-        let slot = key.shard_index();
-        let opened = || self.shards.lock().unwrap_or_else(PoisonError::into_inner);
-        let known = opened()[slot].clone();
-        if let Some(fd) = known {
-            let stat = fsat::fstat(&*fd).map_err(io_err("inspect", &path))?;
-            // A removed directory has no links left; whatever stands there now is opened anew.
-            if stat.st_nlink > 0 {
-                check_private_stat(&path, &stat, euid(), &path)?;
-                return Ok(Some(fd));
-            }
-        }
         match fsat::open_dir(&self.entries, key.shard()).map_err(io_err("open", &path))? {
             Opened::Found(fd) => {
                 let stat = fsat::fstat(&fd).map_err(io_err("inspect", &path))?;
                 check_private_stat(&path, &stat, euid(), &path)?;
-                let fd = Arc::new(fd);
-                opened()[slot] = Some(Arc::clone(&fd));
                 Ok(Some(fd))
             }
             Opened::Missing => Ok(None),

@@ -30,9 +30,6 @@ pub const VERSION_INPUT: &str = "triton_npu.version";
 /// The input that names the kernel; shown by `triton-npu cache ls` and in log messages.
 pub const KERNEL_NAME_INPUT: &str = "kernel_name";
 
-/// How many shards a cache has: one per value of a key's first two hex digits.
-pub(crate) const SHARDS: usize = 256;
-
 /// Inputs whose names start with this prefix are tool versions; the manifest records them in
 /// full under `tools` (without the prefix).
 pub const TOOL_INPUT_PREFIX: &str = "tool.";
@@ -173,14 +170,6 @@ impl Key {
     pub(crate) fn shard(&self) -> &str {
         &self.0[..2]
     }
-
-    /// The shard as a number below [`SHARDS`] (its two hex digits).
-    pub(crate) fn shard_index(&self) -> usize {
-        // A key is 64 lowercase hex digits by construction (`parse`, or a sha256 in hex).
-        self.shard()
-            .chars()
-            .fold(0, |n, c| n * 16 + c.to_digit(16).unwrap_or(0) as usize)
-    }
 }
 
 impl fmt::Display for Key {
@@ -203,18 +192,6 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn every_shard_has_its_own_index() {
-        let indices: std::collections::BTreeSet<usize> = (0..SHARDS)
-            .map(|i| {
-                let key = Key::parse(&format!("{i:02x}{}", "0".repeat(62))).unwrap();
-                assert_eq!(key.shard(), format!("{i:02x}"));
-                key.shard_index()
-            })
-            .collect();
-        assert_eq!(indices, (0..SHARDS).collect());
-    }
 
     fn kernel_inputs() -> Inputs {
         Inputs::empty()

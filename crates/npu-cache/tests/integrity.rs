@@ -288,8 +288,9 @@ fn the_manifest_records_files_inputs_and_tools() {
 
 #[test]
 fn one_handle_keeps_working_when_a_shard_directory_is_removed_and_made_anew() {
-    // A handle keeps the shard directories it opened; one removed under it (by hand, or by
-    // another tool) must not leave the handle looking into the removed directory.
+    // A shard directory removed under a live handle (by hand, or by another tool) must not
+    // leave the handle looking into the removed directory (as a handle that kept the shards
+    // it opened would).
     let tmp = tempfile::tempdir().unwrap();
     let runs = Cell::new(0);
     let cache = Cache::at(tmp.path()).unwrap();
