@@ -9,9 +9,10 @@
 //! The hand-off is on the path of every launch (the default timeout is finite), so it is
 //! built to cost a few cache-line transfers and nothing more: a request is its number and the
 //! value to store, written by the caller into a line of their own; the thread answers in
-//! another line. Neither takes a lock. The queue's doorbell (which keeps the queue alive) is
-//! handed over only when the queue changes, and the thread rings it in place, so no reference
-//! count moves between the cores per launch. After a store the thread keeps looking for the
+//! another line. The caller takes no lock; the thread holds the doorbell's lock while it rings
+//! (uncontended: the caller takes it only when the queue changes), on a line of its own. The
+//! queue's doorbell (which keeps the queue alive) is handed over only when the queue changes,
+//! and the thread rings it in place, so no reference count moves between the cores per launch. After a store the thread keeps looking for the
 //! next request for a short while before it sleeps, and a caller that waits for a store to
 //! return looks before it sleeps; either side is woken (a futex call) only when the other
 //! really sleeps.
