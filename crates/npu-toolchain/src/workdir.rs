@@ -10,7 +10,9 @@
 //! kernel releases that lock when the builder dies, however it dies. Before making its own
 //! directory, a compile removes every `triton-npu-work-*` directory of the same user whose
 //! `.owner` it can lock (its builder is gone). A directory without `.owner` (its builder died
-//! between creating it and locking) is removed once it is older than [`UNLOCKED_GRACE`].
+//! between creating it and locking) is removed once it is older than [`UNLOCKED_GRACE`]. A
+//! builder makes `.owner` locked under another name and renames it into place, so that no
+//! other compile ever sees a live directory's `.owner` unlocked.
 //!
 //! For debugging (`AMD_TRITON_NPU_AIR_PROJECT_PATH` set, or `AMD_TRITON_NPU_DEBUG=1`) the IR of
 //! each step and the tool logs are also copied to
@@ -36,6 +38,8 @@ use crate::error::{Result, ToolchainError};
 const WORK_PREFIX: &str = "triton-npu-work-";
 /// The file a builder keeps locked in its work directory.
 const OWNER: &str = ".owner";
+/// Where `.owner` is made and locked before it is renamed into place (see [`lock_owner`]).
+const OWNER_STAGED: &str = ".owner-new";
 /// How old a work directory without `.owner` must be before another compile removes it.
 pub(crate) const UNLOCKED_GRACE: Duration = Duration::from_secs(600);
 
@@ -52,17 +56,7 @@ pub(crate) struct WorkDir {
 impl WorkDir {
     /// `tag` (e.g. a short cache key) names the debug directory; a timestamp otherwise.
     pub fn new(config: &Config, kernel: &str, tag: Option<&str>) -> Result<WorkDir> {
-        let temp = std::env::temp_dir();
-        remove_stale(&temp);
-        let dir = tempfile::Builder::new()
-            .prefix(WORK_PREFIX)
-            .permissions(private())
-            .tempdir_in(&temp)
-            .map_err(|e| ToolchainError::io("create a private work directory in", &temp, e))?;
-        let owner_path = dir.path().join(OWNER);
-        let owner = File::create(&owner_path)
-            .and_then(|f| f.try_lock().map(|()| f).map_err(std::io::Error::from))
-            .map_err(|e| ToolchainError::io("lock", &owner_path, e))?;
+        let (dir, owner) = create_in(&std::env::temp_dir())?;
         let keep = if config.air_project_path.is_some() || config.debug {
             let base = config
                 .air_project_path
@@ -145,6 +139,35 @@ impl WorkDir {
         let kept = target_dir.join(log_name);
         if kept.is_file() { kept } else { log }
     }
+}
+
+/// Makes a private work directory in `temp` holding a locked `.owner`, after clearing away the
+/// directories of builders that are gone.
+fn create_in(temp: &Path) -> Result<(tempfile::TempDir, File)> {
+    remove_stale(temp);
+    let dir = tempfile::Builder::new()
+        .prefix(WORK_PREFIX)
+        .permissions(private())
+        .tempdir_in(temp)
+        .map_err(|e| ToolchainError::io("create a private work directory in", temp, e))?;
+    let owner = lock_owner(dir.path())?;
+    Ok((dir, owner))
+}
+
+/// Puts a locked `.owner` into the new directory `dir`. It is made and locked under another
+/// name and only then renamed: another compile's [`remove_stale`] that found `.owner` unlocked
+/// for an instant would take the lock itself, judge the directory abandoned and delete it under
+/// its builder, whose own lock would then fail. Until the rename the directory has no `.owner`
+/// and is young, which `remove_stale` leaves alone.
+fn lock_owner(dir: &Path) -> Result<File> {
+    let staged = dir.join(OWNER_STAGED);
+    let owner = File::create(&staged)
+        .and_then(|f| f.try_lock().map(|()| f).map_err(std::io::Error::from))
+        .map_err(|e| ToolchainError::io("lock", &staged, e))?;
+    let owner_path = dir.join(OWNER);
+    std::fs::rename(&staged, &owner_path)
+        .map_err(|e| ToolchainError::io("publish the lock file", &owner_path, e))?;
+    Ok(owner)
 }
 
 /// Removes the work directories in `temp` whose builders are gone (see the module docs).
@@ -326,6 +349,41 @@ mod tests {
         );
         drop(work);
         assert!(!path.exists());
+    }
+
+    /// Compiles on other threads (or processes) clear stale directories while this one makes
+    /// its own: none of them may take the new directory for an abandoned one, remove it, or
+    /// hold its `.owner` lock so that its builder cannot take it.
+    #[test]
+    fn a_new_work_directory_is_never_taken_for_an_abandoned_one() {
+        use std::sync::atomic::AtomicBool;
+        let temp = tempfile::tempdir().unwrap();
+        let t = temp.path();
+        let done = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                while !done.load(Ordering::Relaxed) {
+                    remove_stale(t);
+                }
+            });
+            let mut failures = Vec::new();
+            for _ in 0..2000 {
+                match create_in(t) {
+                    Ok((dir, _owner)) => {
+                        if !dir.path().join(OWNER).is_file() {
+                            failures.push(format!("removed while live: {}", dir.path().display()));
+                        }
+                    }
+                    Err(e) => failures.push(e.to_string()),
+                }
+            }
+            done.store(true, Ordering::Relaxed);
+            assert!(
+                failures.is_empty(),
+                "{} failed: {failures:?}",
+                failures.len()
+            );
+        });
     }
 
     #[test]
