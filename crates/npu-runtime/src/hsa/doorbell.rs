@@ -12,10 +12,10 @@
 //! another line. The caller takes no lock; the thread holds the doorbell's lock while it rings
 //! (uncontended: the caller takes it only when the queue changes), on a line of its own. The
 //! queue's doorbell (which keeps the queue alive) is handed over only when the queue changes,
-//! and the thread rings it in place, so no reference count moves between the cores per launch. After a store the thread keeps looking for the
-//! next request for a short while before it sleeps, and a caller that waits for a store to
-//! return looks before it sleeps; either side is woken (a futex call) only when the other
-//! really sleeps.
+//! and the thread rings it in place, so no reference count moves between the cores per
+//! launch. After a store the thread keeps looking for the next request for a short while
+//! before it sleeps, and a caller that waits for a store to return looks before it sleeps;
+//! either side is woken (a futex call) only when the other really sleeps.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
